@@ -1,0 +1,137 @@
+"""The wire between the parent and a worker: JSON messages and tensors, never pickle.
+
+The parent validates every message with pydantic and never unpickles anything a worker sends,
+so a candidate that writes to the channel can at worst send a malformed message (read as a
+crash), not run code in the parent. Tensors cross without copies where possible: CUDA tensors
+as IPC handles (the worker keeps them alive until told to release), CPU tensors as
+`torch.save` bytes read back with `weights_only=True`.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from multiprocessing.connection import Connection
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, TypeAdapter
+
+from .records import Precision, TimingStats
+
+ALLOWED_DTYPES = {
+    str(d).removeprefix("torch."): d
+    for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+              torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64)
+}
+
+
+class WorkerJob(BaseModel):
+    role: Literal["reference", "candidate"]
+    problem_path: str
+    candidate_path: str | None = None  # the extracted code, written by the parent
+    device: Literal["cpu", "cuda"]
+    precision: Precision
+    init_seed: int
+    compile_baseline: bool = False  # reference only: time torch.compile(model)
+    warmup: int
+    trials: int
+
+
+class Command(BaseModel):
+    op: Literal["trial", "time", "exit"]
+    seed: int = 0
+
+
+class Failure(BaseModel):
+    """An exception inside the worker, as data."""
+
+    phase: str
+    exc_type: str
+    message: str
+    traceback: list[str]
+
+
+class ParamDigest(BaseModel):
+    name: str
+    shape: list[int]
+    dtype: str
+    sha256: str
+
+
+class TensorRef(BaseModel):
+    dtype: str
+    shape: list[int]
+    stride: list[int]
+    storage_offset: int
+    device: Literal["cpu", "cuda"]
+    # CUDA only: what UntypedStorage._new_shared_cuda needs, bytes as base64.
+    cuda_device: int | None = None
+    ipc: list[str | int | bool | None] | None = None
+
+
+class Reply(BaseModel):
+    ok: bool
+    failure: Failure | None = None
+    rejected: str | None = None  # outputs that are not plain tensors
+    params: list[ParamDigest] | None = None
+    outputs: list[TensorRef] | None = None
+    timing: TimingStats | None = None
+
+
+REPLY = TypeAdapter(Reply)
+
+
+def send_model(conn: Connection, message: BaseModel) -> None:
+    conn.send_bytes(message.model_dump_json().encode())
+
+
+def _b64(value: bytes | None) -> str | None:
+    return None if value is None else base64.b64encode(value).decode()
+
+
+def _unb64(value: str | int | bool | None) -> bytes | None:
+    return None if value is None else base64.b64decode(str(value))
+
+
+def describe_tensor(tensor: torch.Tensor) -> TensorRef:
+    """Worker side: a reference to a tensor the parent can open. CPU data follows separately."""
+    ref = TensorRef(
+        dtype=str(tensor.dtype).removeprefix("torch."), shape=list(tensor.shape), stride=list(tensor.stride()),
+        storage_offset=tensor.storage_offset(), device="cuda" if tensor.is_cuda else "cpu",
+    )
+    if tensor.is_cuda:
+        device, handle, size, offset, ref_handle, ref_offset, event, event_sync = tensor.untyped_storage()._share_cuda_()
+        ref.cuda_device = device
+        ref.ipc = [_b64(handle), size, offset, _b64(ref_handle), ref_offset, _b64(event), event_sync]
+    return ref
+
+
+def send_tensors(conn: Connection, tensors: list[torch.Tensor]) -> None:
+    for tensor in tensors:
+        if not tensor.is_cuda:
+            buffer = io.BytesIO()
+            torch.save(tensor.detach().contiguous(), buffer)
+            conn.send_bytes(buffer.getvalue())
+
+
+def open_tensor(conn: Connection, ref: TensorRef) -> torch.Tensor:
+    """Parent side: materialise a tensor a worker described (CPU data is read from `conn`)."""
+    dtype = ALLOWED_DTYPES.get(ref.dtype)
+    if dtype is None:
+        raise ValueError(f"unsupported output dtype {ref.dtype}")
+    if ref.device == "cpu":
+        tensor = torch.load(io.BytesIO(conn.recv_bytes()), weights_only=True)
+        if type(tensor) is not torch.Tensor or tensor.dtype != dtype or list(tensor.shape) != ref.shape:
+            raise ValueError("CPU tensor payload does not match its description")
+        return tensor
+    if ref.ipc is None or ref.cuda_device is None:
+        raise ValueError("CUDA tensor without an IPC handle")
+    handle, size, offset, ref_handle, ref_offset, event, event_sync = ref.ipc
+    storage = torch.UntypedStorage._new_shared_cuda(
+        ref.cuda_device, _unb64(handle), int(size), int(offset), _unb64(ref_handle), int(ref_offset),
+        _unb64(event), bool(event_sync),
+    )
+    return torch.empty((0,), dtype=dtype, device=f"cuda:{ref.cuda_device}").set_(
+        storage, ref.storage_offset, ref.shape, ref.stride
+    )

@@ -1,0 +1,159 @@
+"""Typed records that flow between the stages. Every stage takes and returns these."""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+Precision = Literal["fp32", "fp16", "bf16"]
+Baseline = Literal["eager", "compile"]
+
+# KernelBench's tolerances per precision (fp32 tightened to 1e-4 in late 2025).
+DEFAULT_TOLERANCE: dict[str, float] = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
+
+
+class Status(str, enum.Enum):
+    ok = "ok"
+    mismatch = "mismatch"
+    compile_error = "compile_error"
+    load_error = "load_error"
+    runtime_error = "runtime_error"
+    timeout = "timeout"
+    crash = "crash"
+    rejected = "rejected"
+    skipped = "skipped"
+
+
+class CandidateKind(str, enum.Enum):
+    """What a candidate compiles; decides whether it can run without a GPU."""
+
+    cuda = "cuda"  # load_inline with cuda_sources, or raw __global__ kernels
+    triton = "triton"
+    cpp = "cpp"  # load_inline with cpp_sources only
+    python = "python"  # no compiled code at all
+
+    @property
+    def needs_gpu(self) -> bool:
+        return self in (CandidateKind.cuda, CandidateKind.triton)
+
+
+class Problem(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    path: str
+    source_hash: str
+    kernelbench_level: int | None = None
+    kernelbench_number: int | None = None
+    atol: float | None = None  # per-problem override from module constant ATOL
+    rtol: float | None = None
+
+
+class Candidate(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    path: str  # absolute
+    rel_path: str  # relative to the candidates dir; the `candidate` key of a result
+    problem_id: str | None  # None when it names no known problem
+    source_hash: str  # of the file as found
+    code: str | None  # extracted Python, None when extraction failed
+    code_hash: str | None
+    extraction_error: str | None = None
+    kind: CandidateKind = CandidateKind.python
+
+
+class Tolerance(BaseModel):
+    atol: float
+    rtol: float
+
+
+class EvalConfig(BaseModel):
+    device: Literal["cpu", "cuda"]
+    precision: Precision = "fp32"
+    baseline: Baseline = "eager"
+    correctness_trials: int = Field(5, ge=1)
+    warmup: int = Field(3, ge=0)
+    trials: int = Field(100, ge=1)
+    timeout_s: float = Field(300.0, gt=0)
+    seed: int = 42
+    atol: float | None = None  # global override; else per problem; else per precision
+    rtol: float | None = None
+
+    def tolerance_for(self, problem: Problem) -> Tolerance:
+        default = DEFAULT_TOLERANCE[self.precision]
+        return Tolerance(
+            atol=self.atol if self.atol is not None else problem.atol if problem.atol is not None else default,
+            rtol=self.rtol if self.rtol is not None else problem.rtol if problem.rtol is not None else default,
+        )
+
+
+class TimingStats(BaseModel):
+    median_ms: float
+    iqr_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    n: int
+    samples_ms: list[float]
+    clock: Literal["cuda_event", "perf_counter"]
+
+
+class CheckResult(BaseModel):
+    """Outcome of comparing one trial's outputs with the reference's."""
+
+    passed: bool
+    reason: str | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    mismatched_elements: int | None = None
+    total_elements: int | None = None
+
+
+class Result(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    problem: str | None
+    candidate: str
+    status: Status
+    speedup: float | None = None
+    flags: list[str] = Field(default_factory=list)
+    error: str | None = None
+    phase: str | None = None  # where it stopped: extract, load, init, correctness, timing
+    kind: CandidateKind | None = None
+    candidate_hash: str
+    code_hash: str | None = None
+    problem_hash: str | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    trials_passed: int = 0
+    timing: TimingStats | None = None
+    reference_timing: TimingStats | None = None
+    evidence: list[str] = Field(default_factory=list)  # compiler lines, traceback tail, signal
+    log_tail: str | None = None
+    elapsed_s: float = 0.0
+
+
+class MachineInfo(BaseModel):
+    hostname: str
+    device: str
+    device_name: str
+    driver: str | None
+    cuda: str | None
+    torch: str
+    python: str
+    harness: str
+
+
+class RunInfo(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    started_at: str
+    finished_at: str | None = None
+    machine: MachineInfo
+    config: EvalConfig
+    problems_dir: str
+    candidates_dir: str

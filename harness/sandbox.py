@@ -1,0 +1,188 @@
+"""Parent side of a worker: start it isolated, talk to it under a deadline, kill it cleanly.
+
+Isolation per worker: its own session and process group (so nvcc/ninja children die with it),
+a scrubbed environment, a private scratch directory as working directory, its own
+torch-extensions build directory keyed by the candidate's code hash, and stdout/stderr to a
+log file that is kept as evidence but never parsed for results. Results come only through a
+socket the parent created (see protocol.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import torch
+from pydantic import BaseModel, ValidationError
+
+from .protocol import REPLY, Command, Reply, TensorRef, WorkerJob, open_tensor, send_model
+from .records import Status
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+# Variables a build or a CUDA program legitimately needs; everything else (tokens, keys,
+# credentials of the caller) stays out of candidate processes.
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME", "CUDA_PATH",
+              "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "CC", "CXX", "MAX_JOBS")
+PASSED_PREFIXES = ("NVIDIA_", "CUDNN_")
+LOG_TAIL_BYTES = 16_384
+POLL_SLICE_S = 0.1
+TERM_GRACE_S = 3.0
+
+
+class WorkerStop(BaseModel):
+    """The worker gave no valid answer: a deadline passed, it died, or it broke the protocol."""
+
+    status: Status
+    error: str
+    evidence: list[str]
+
+
+class WorkerStopped(Exception):
+    def __init__(self, stop: WorkerStop):
+        super().__init__(stop.error)
+        self.stop = stop
+
+
+def worker_env(scratch: Path, extensions_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
+    env.update(
+        HOME=str(scratch), TMPDIR=str(scratch), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
+        TORCH_EXTENSIONS_DIR=str(extensions_dir),
+        PYTHONPATH=os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p),
+    )
+    return env
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+class Worker:
+    """A running worker process. Use as a context manager so it is always killed."""
+
+    def __init__(self, job: WorkerJob, code: str | None, extensions_dir: Path, timeout_s: float):
+        self.timeout_s = timeout_s
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"harness-{job.role}-"))
+        self.log_path = self.scratch / "worker.log"
+        if code is not None:
+            candidate_path = self.scratch / "candidate.py"
+            candidate_path.write_text(code)
+            job = job.model_copy(update={"candidate_path": str(candidate_path)})
+        job_path = self.scratch / "job.json"
+        job_path.write_text(job.model_dump_json())
+        extensions_dir.mkdir(parents=True, exist_ok=True)
+        parent_sock, child_sock = socket.socketpair()
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "harness.worker", str(job_path), str(child_sock.fileno())],
+                pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=self.scratch, env=worker_env(self.scratch, extensions_dir), start_new_session=True,
+            )
+        child_sock.close()
+        self.conn = Connection(parent_sock.detach())
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def log_tail(self, limit: int = LOG_TAIL_BYTES) -> str:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - limit))
+                return log.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def _stopped(self, status: Status, error: str) -> WorkerStopped:
+        self.kill()
+        return WorkerStopped(WorkerStop(status=status, error=error, evidence=self.log_tail(2000).splitlines()[-10:]))
+
+    def _wait_readable(self, phase: str) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        # Slices rather than one long poll: a dead worker whose children still hold the socket
+        # would otherwise look alive until the deadline.
+        while not self.conn.poll(POLL_SLICE_S):
+            if self.process.poll() is not None and not self.conn.poll(0):
+                raise self._stopped(Status.crash, f"worker {describe_exit(self.process.returncode)} during {phase}")
+            if time.monotonic() > deadline:
+                raise self._stopped(Status.timeout, f"no answer within {self.timeout_s:g} s during {phase}; killed")
+
+    def _recv(self, phase: str) -> bytes:
+        self._wait_readable(phase)
+        try:
+            return self.conn.recv_bytes()
+        except (EOFError, OSError):
+            try:
+                code = self.process.wait(timeout=TERM_GRACE_S)  # it is exiting; learn how
+            except subprocess.TimeoutExpired:
+                code = None
+            how = describe_exit(code) if code is not None else "closed its channel"
+            raise self._stopped(Status.crash, f"worker {how} during {phase}") from None
+
+    def reply(self, phase: str) -> Reply:
+        raw = self._recv(phase)
+        try:
+            return REPLY.validate_json(raw)
+        except ValidationError:
+            raise self._stopped(Status.crash, f"worker sent a malformed message during {phase}") from None
+
+    def request(self, command: Command, phase: str) -> Reply:
+        try:
+            send_model(self.conn, command)
+        except OSError:
+            raise self._stopped(Status.crash, f"worker {describe_exit(self.process.wait())} before {phase}") from None
+        return self.reply(phase)
+
+    def open_outputs(self, refs: list[TensorRef], phase: str) -> list[torch.Tensor]:
+        tensors = []
+        for ref in refs:
+            if ref.device == "cpu":
+                self._wait_readable(phase)
+            try:
+                tensors.append(open_tensor(self.conn, ref))
+            except (EOFError, OSError, ValueError, RuntimeError) as exc:
+                raise self._stopped(Status.crash, f"worker sent an unreadable output during {phase}: {exc}") from None
+        return tensors
+
+    def kill(self) -> None:
+        """TERM the whole process group, then KILL what is left."""
+        if self.process.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=TERM_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+        self._signal_group(signal.SIGKILL)  # stragglers in the group (nvcc, ninja) even if the leader left
+        self.process.wait()
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        try:
+            os.killpg(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                send_model(self.conn, Command(op="exit"))
+                self.process.wait(timeout=TERM_GRACE_S)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        self.conn.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
