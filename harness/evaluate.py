@@ -34,8 +34,9 @@ def early_verdict(candidate: Candidate, config: EvalConfig, run_id: str) -> Resu
         status, error = Status.skipped, "matches no problem: put it under candidates/<problem_id>/ or use KernelBench naming"
     elif candidate.code is None:
         status, error = Status.load_error, candidate.extraction_error
-    elif candidate.kind.needs_gpu and config.device == "cpu":
-        status, error = Status.skipped, f"{candidate.kind.value} candidate needs a CUDA GPU; this run is on CPU"
+    elif not candidate.kind.runs_on(config.device):
+        needs = "a CUDA GPU" if config.device == "cpu" else "the CPU (C++ from cpp_sources only)"
+        status, error = Status.skipped, f"{candidate.kind.value} candidate needs {needs}; this run is on {config.device}"
     if status is None:
         return None
     return Result(run_id=run_id, problem=candidate.problem_id, candidate=candidate.rel_path, status=status,

@@ -36,9 +36,13 @@ class CandidateKind(str, enum.Enum):
     cpp = "cpp"  # load_inline with cpp_sources only
     python = "python"  # no compiled code at all
 
-    @property
-    def needs_gpu(self) -> bool:
-        return self in (CandidateKind.cuda, CandidateKind.triton)
+    def runs_on(self, device: str) -> bool:
+        """C++ extensions built from cpp_sources alone are CPU kernels; CUDA and Triton need a GPU."""
+        if self in (CandidateKind.cuda, CandidateKind.triton):
+            return device == "cuda"
+        if self is CandidateKind.cpp:
+            return device == "cpu"
+        return True
 
 
 class Problem(BaseModel):
