@@ -40,11 +40,13 @@ def _shorten(line: str) -> str:
 
 
 def compiler_errors(log: str, limit: int = 8) -> list[str]:
-    """The compiler's error lines in order, with the located ones (file and line) first."""
+    """The compiler's error lines in order: those in the candidate's own sources first, then
+    those in headers (often a consequence, e.g. of a too-old -std), then unlocated ones."""
     lines = [line for line in log.splitlines() if not NOISE.search(line)]
     errors = [line for line in lines if COMPILER_ERROR.search(line) or UNDEFINED_REFERENCE.search(line)]
     located = [line for line in errors if LOCATED.search(line)]
-    ordered = located + [line for line in errors if line not in located]
+    own = [line for line in located if "/include/" not in line.split(":")[0]]
+    ordered = own + [line for line in located if line not in own] + [line for line in errors if line not in located]
     seen: list[str] = []
     for line in ordered:
         short = _shorten(line)

@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--correctness-trials", type=int, default=5)
     ev.add_argument("--warmup", type=int, default=3)
     ev.add_argument("--trials", type=int, default=100, help="timed calls per model")
-    ev.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per phase (load/build, each trial, timing)")
+    ev.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per run phase (each trial, the timing)")
+    ev.add_argument("--build-timeout", type=float, default=900.0, help="seconds allowed to import and build a candidate")
     ev.add_argument("--atol", type=float, default=None, help="override every problem's absolute tolerance")
     ev.add_argument("--rtol", type=float, default=None, help="override every problem's relative tolerance")
     ev.add_argument("--seed", type=int, default=42)
@@ -67,7 +68,7 @@ def _config(args: argparse.Namespace) -> EvalConfig:
     try:
         return EvalConfig(device=device, precision=args.precision, baseline=args.baseline,
                           correctness_trials=args.correctness_trials, warmup=args.warmup, trials=args.trials,
-                          timeout_s=args.timeout, seed=args.seed, atol=args.atol, rtol=args.rtol)
+                          timeout_s=args.timeout, build_timeout_s=args.build_timeout, seed=args.seed, atol=args.atol, rtol=args.rtol)
     except ValueError as exc:
         raise UsageError(str(exc).splitlines()[-1]) from None
 

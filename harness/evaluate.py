@@ -57,6 +57,7 @@ class ReferenceRunner:
         job = WorkerJob(role="reference", problem_path=problem.path, device=config.device,
                         precision=config.precision, init_seed=config.seed, warmup=config.warmup,
                         trials=config.trials, compile_baseline=config.baseline == "compile")
+        self.config = config
         self.worker = Worker(job, None, extensions_dir(build_root, problem.source_hash), config.timeout_s)
         self.params: list[ParamDigest] = []
         self.timing: TimingStats | None = None
@@ -72,7 +73,7 @@ class ReferenceRunner:
         return reply
 
     def start(self, seed: int) -> None:
-        self.params = self._checked(lambda: self.worker.reply("reference load"), "load").params or []
+        self.params = self._checked(lambda: self.worker.reply("reference load", self.config.build_timeout_s), "load").params or []
         self.timing = self._checked(lambda: self.worker.request(Command(op="time", seed=seed), "reference timing"),
                                     "timing").timing
 
@@ -126,14 +127,14 @@ class CandidateRun:
             self._fail(Status.rejected, reply.rejected)
             self.result.flags.append("not_plain_tensor")
         else:
-            verdict = classify_failure(reply.failure, worker.log_tail(), self.config.device)
+            verdict = classify_failure(reply.failure, worker.log_head(), self.config.device)
             self._fail(verdict.status, verdict.error, verdict.evidence)
             self.result.phase = reply.failure.phase
         return True
 
     def _evaluate(self, worker: Worker) -> None:
         self.result.phase = "load"
-        loaded = worker.reply("load and build")
+        loaded = worker.reply("load and build", self.config.build_timeout_s)
         if self._failed_reply(loaded, worker):
             return
         if init_differs(self.reference.params, loaded.params or []):

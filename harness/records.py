@@ -82,7 +82,8 @@ class EvalConfig(BaseModel):
     correctness_trials: int = Field(5, ge=1)
     warmup: int = Field(3, ge=0)
     trials: int = Field(100, ge=1)
-    timeout_s: float = Field(300.0, gt=0)
+    timeout_s: float = Field(300.0, gt=0)  # each run phase: a trial, the timing
+    build_timeout_s: float = Field(900.0, gt=0)  # import, which includes compiling
     seed: int = 42
     atol: float | None = None  # global override; else per problem; else per precision
     rtol: float | None = None

@@ -33,6 +33,7 @@ PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_H
               "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "CC", "CXX", "MAX_JOBS")
 PASSED_PREFIXES = ("NVIDIA_", "CUDNN_")
 LOG_TAIL_BYTES = 16_384
+LOG_HEAD_BYTES = 1_048_576
 POLL_SLICE_S = 0.1
 TERM_GRACE_S = 3.0
 
@@ -100,6 +101,14 @@ class Worker:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
+    def log_head(self, limit: int = LOG_HEAD_BYTES) -> str:
+        """The start of the log: where a build prints its first errors."""
+        try:
+            with open(self.log_path, "rb") as log:
+                return log.read(limit).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
     def log_tail(self, limit: int = LOG_TAIL_BYTES) -> str:
         try:
             with open(self.log_path, "rb") as log:
@@ -112,18 +121,19 @@ class Worker:
         self.kill()
         return WorkerStopped(WorkerStop(status=status, error=error, evidence=self.log_tail(2000).splitlines()[-10:]))
 
-    def _wait_readable(self, phase: str) -> None:
-        deadline = time.monotonic() + self.timeout_s
+    def _wait_readable(self, phase: str, timeout_s: float | None = None) -> None:
+        timeout_s = timeout_s or self.timeout_s
+        deadline = time.monotonic() + timeout_s
         # Slices rather than one long poll: a dead worker whose children still hold the socket
         # would otherwise look alive until the deadline.
         while not self.conn.poll(POLL_SLICE_S):
             if self.process.poll() is not None and not self.conn.poll(0):
                 raise self._stopped(Status.crash, f"worker {describe_exit(self.process.returncode)} during {phase}")
             if time.monotonic() > deadline:
-                raise self._stopped(Status.timeout, f"no answer within {self.timeout_s:g} s during {phase}; killed")
+                raise self._stopped(Status.timeout, f"no answer within {timeout_s:g} s during {phase}; killed")
 
-    def _recv(self, phase: str) -> bytes:
-        self._wait_readable(phase)
+    def _recv(self, phase: str, timeout_s: float | None = None) -> bytes:
+        self._wait_readable(phase, timeout_s)
         try:
             return self.conn.recv_bytes()
         except (EOFError, OSError):
@@ -134,8 +144,8 @@ class Worker:
             how = describe_exit(code) if code is not None else "closed its channel"
             raise self._stopped(Status.crash, f"worker {how} during {phase}") from None
 
-    def reply(self, phase: str) -> Reply:
-        raw = self._recv(phase)
+    def reply(self, phase: str, timeout_s: float | None = None) -> Reply:
+        raw = self._recv(phase, timeout_s)
         try:
             return REPLY.validate_json(raw)
         except ValidationError:

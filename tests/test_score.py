@@ -1,0 +1,92 @@
+"""Worker failures become verdicts with a one-line, actionable reason."""
+
+from harness.build import compiler_errors, extensions_dir
+from harness.protocol import Failure
+from harness.records import Result, Status, TimingStats
+from harness.score import classify_failure, speedup, summarize
+
+NINJA_LOG = """\
+[1/3] c++ -MMD -MF main.o.d -std=c++17 -c /tmp/ext/conv/main.cpp -o main.o
+FAILED: main.o
+/tmp/ext/conv/main.cpp: In function 'void init(pybind11::module_&)':
+/usr/lib/torch/include/torch/nn/modules/conv.h:104:27: error: cannot convert 'kFanIn' to 'int'
+/tmp/ext/conv/main.cpp:4:57: error: 'custom_conv2d_cuda' was not declared in this scope
+/tmp/ext/conv/cuda.cu(119): error: namespace "torch::cuda" has no member "getCurrentCUDAStream"
+ninja: build stopped: subcommand failed.
+"""
+
+
+def fail(phase, exc_type, message):
+    return Failure(phase=phase, exc_type=exc_type, message=message, traceback=["Traceback ...", f"{exc_type}: x"])
+
+
+def test_build_failure_gives_the_first_error_in_the_candidates_own_source():
+    verdict = classify_failure(fail("load", "RuntimeError", "Error building extension 'conv'"), NINJA_LOG, "cuda")
+    assert verdict.status is Status.compile_error
+    assert verdict.error == "main.cpp:4:57: error: 'custom_conv2d_cuda' was not declared in this scope"
+    assert verdict.evidence[1].startswith("cuda.cu(119): error")
+    assert verdict.evidence[-1].startswith("conv.h:104:27")  # header errors rank after the candidate's own
+
+
+def test_build_failure_inside_init_is_still_a_compile_error():
+    verdict = classify_failure(fail("init", "RuntimeError", "Error building extension 'x': " + NINJA_LOG), "", "cuda")
+    assert verdict.status is Status.compile_error
+
+
+def test_undefined_symbol_is_a_load_error_with_the_demangled_name():
+    message = "/tmp/conv2d_cuda.so: undefined symbol: _Z19conv2d_cuda_forwardN2at6TensorES0_i"
+    verdict = classify_failure(fail("load", "ImportError", message), "", "cuda")
+    assert verdict.status is Status.load_error
+    assert "undefined symbol conv2d_cuda_forward(at::Tensor, at::Tensor, int)" in verdict.error
+
+
+def test_import_problems_are_load_errors_and_later_ones_runtime_errors():
+    assert classify_failure(fail("load", "SyntaxError", "invalid syntax (candidate.py, line 3)"), "", "cpu").status \
+        is Status.load_error
+    init = classify_failure(fail("init", "TypeError", "__init__() takes 1 positional argument"), "", "cpu")
+    assert init.status is Status.runtime_error and init.error.startswith("ModelNew(*get_init_inputs()) raised")
+    forward = classify_failure(fail("correctness", "TypeError", "'module' object is not callable"), "", "cuda")
+    assert forward.status is Status.runtime_error and "'module' object is not callable" in forward.error
+
+
+def test_gpu_only_failure_on_cpu_is_skipped_not_failed():
+    verdict = classify_failure(fail("load", "OSError", "CUDA_HOME environment variable is not set."), "", "cpu")
+    assert verdict.status is Status.skipped
+
+
+def test_error_is_one_line_and_bounded():
+    verdict = classify_failure(fail("correctness", "ValueError", "first line\nsecond line " + "x" * 1000), "", "cpu")
+    assert "\n" not in verdict.error and "second" not in verdict.error
+    long = classify_failure(fail("correctness", "ValueError", "y" * 5000), "", "cpu")
+    assert len(long.error) < 400
+
+
+def test_compiler_errors_without_location_and_noise():
+    assert compiler_errors("ninja: build stopped: subcommand failed.\n") == []
+    assert compiler_errors("nvcc fatal   : Unsupported gpu architecture 'compute_99'\nerror: bad flag\n") \
+        == ["error: bad flag"]
+
+
+def test_extension_dirs_differ_by_code():
+    root = extensions_dir.__globals__["Path"]("/cache")
+    assert extensions_dir(root, "a" * 64) != extensions_dir(root, "b" * 64)
+
+
+def timing(median):
+    return TimingStats(median_ms=median, iqr_ms=0, mean_ms=median, min_ms=median, max_ms=median, n=1,
+                       samples_ms=[median], clock="perf_counter")
+
+
+def test_speedup_is_reference_median_over_candidate_median():
+    assert speedup(timing(3.0), timing(1.5)) == 2.0
+
+
+def test_summary_rates_exclude_skipped():
+    def result(status, value=None):
+        return Result(run_id="r", problem="p", candidate=f"c{status}{value}", status=status, speedup=value,
+                      candidate_hash="h")
+    summary = summarize([result(Status.ok, 2.0), result(Status.ok, 0.5), result(Status.compile_error),
+                         result(Status.mismatch), result(Status.skipped)])
+    assert summary.total == 5 and summary.correct_rate == 0.5 and summary.compiled_rate == 0.75
+    assert summary.fast_p["1"] == 0.25 and summary.fast_p["0"] == 0.5
+    assert abs(summary.geomean_speedup - 1.0) < 1e-9
