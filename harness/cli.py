@@ -6,6 +6,7 @@ import argparse
 import datetime as dt
 import math
 import secrets
+import signal
 import sys
 from pathlib import Path
 
@@ -15,15 +16,17 @@ from tqdm import tqdm
 from .build import default_build_root
 from .candidates import discover_candidates
 from .evaluate import early_verdict, evaluate_problem
+from .export import kernelbench_json, to_csv, to_jsonl
 from .machine import describe_machine
 from .problems import ProblemError, discover_problems
 from .records import Candidate, EvalConfig, Problem, Result, RunInfo
-from .report import render_index
+from .report import compare_runs, render_compare, render_site
 from .score import summarize
-from .store import ResultStore
+from .store import DEFAULT_DB, Database, ResultsFile, StoreError, config_key, now
 
 MAX_SUMMARY_ROWS = 60
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):
@@ -51,13 +54,30 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=42)
     ev.add_argument("--problem", action="append", default=None, help="only this problem id (repeatable)")
     ev.add_argument("--build-dir", type=Path, default=None, help=f"extension build cache (default {default_build_root()})")
+    ev.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database (default %(default)s)")
+    ev.add_argument("--resume", nargs="?", const="latest", default=None, metavar="RUN_ID",
+                    help="continue a run (default: the latest with this configuration and device), skipping what it judged")
 
     ls = sub.add_parser("list", help="list problems and the candidates found for each")
     ls.add_argument("candidates", type=Path, nargs="?", default=None)
     ls.add_argument("--problems", type=Path, default=Path("problems"))
 
-    rep = sub.add_parser("report", help="re-render index.html from a run's results.jsonl")
-    rep.add_argument("run_dir", type=Path)
+    rep = sub.add_parser("report", help="render a run from the database as a static site")
+    rep.add_argument("--db", type=Path, default=DEFAULT_DB)
+    rep.add_argument("--run", default=None, help="run id (default: the latest)")
+    rep.add_argument("--out", type=Path, default=None, help="site dir (default: the run's output dir)")
+
+    cmp = sub.add_parser("compare", help="what got faster, slower, fixed or broken between two runs")
+    cmp.add_argument("run_a")
+    cmp.add_argument("run_b")
+    cmp.add_argument("--db", type=Path, default=DEFAULT_DB)
+    cmp.add_argument("--out", type=Path, default=None, help="also write the comparison page here")
+
+    exp = sub.add_parser("export", help="write a run's results as jsonl, csv or KernelBench eval_results.json")
+    exp.add_argument("--db", type=Path, default=DEFAULT_DB)
+    exp.add_argument("--run", default=None, help="run id (default: the latest)")
+    exp.add_argument("--format", choices=["jsonl", "csv", "kernelbench"], required=True)
+    exp.add_argument("--out", type=Path, required=True, help="file (a directory for kernelbench)")
     return parser
 
 
@@ -85,10 +105,14 @@ def _discover(problems_dir: Path, candidates_dir: Path | None) -> tuple[list[Pro
     return problems, discover_candidates(candidates_dir, problems)
 
 
-def _format_speedup(result: Result) -> str:
-    if result.speedup is None:
+def _format_speedup_value(value: float | None) -> str:
+    if value is None:
         return "-"
-    return f"{result.speedup:.2f}x" if math.isfinite(result.speedup) else "inf"
+    return f"{value:.2f}x" if math.isfinite(value) else "inf"
+
+
+def _format_speedup(result: Result) -> str:
+    return _format_speedup_value(result.speedup)
 
 
 def summary_table(results: list[Result]) -> str:
@@ -105,46 +129,99 @@ def summary_table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def _open_db(path: Path) -> Database:
+    try:
+        return Database(path)
+    except (StoreError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    except Exception as exc:  # sqlite3.DatabaseError: not a database at all
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def _select(args: argparse.Namespace, problems: list[Problem], candidates: list[Candidate]):
+    if not args.problem:
+        return problems, candidates
+    unknown = set(args.problem) - {p.id for p in problems}
+    if unknown:
+        raise UsageError(f"unknown problem id(s): {', '.join(sorted(unknown))}")
+    return [p for p in problems if p.id in args.problem], [c for c in candidates if c.problem_id in args.problem]
+
+
+def _start_run(args: argparse.Namespace, db: Database, config: EvalConfig) -> tuple[RunInfo, Path, set]:
+    """A new run, or the one --resume names, with what it already judged."""
+    machine = describe_machine(config.device)
+    key = config_key(config, machine.device_name)
+    if args.resume is None:
+        run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+        run = RunInfo(run_id=run_id, started_at=now(), machine=machine, config=config,
+                      problems_dir=str(args.problems.resolve()), candidates_dir=str(args.candidates.resolve()))
+        return run, args.out or Path("reports") / run_id, set()
+    run_id = db.latest_run_id(key) if args.resume == "latest" else args.resume
+    if run_id is None:
+        raise UsageError("nothing to resume: no run with this configuration on this device in " + str(db.path))
+    try:
+        run, out_dir = db.run(run_id)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    if config_key(run.config, run.machine.device_name) != key:
+        raise UsageError(f"run {run_id} used another configuration or device; resume it with the same options")
+    return run, args.out or out_dir, db.done(run_id)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt  # unwinds through the workers' context managers, which kill them
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     config = _config(args)
-    problems, candidates = _discover(args.problems, args.candidates)
-    if args.problem:
-        unknown = set(args.problem) - {p.id for p in problems}
-        if unknown:
-            raise UsageError(f"unknown problem id(s): {', '.join(sorted(unknown))}")
-        problems = [p for p in problems if p.id in args.problem]
-        candidates = [c for c in candidates if c.problem_id in args.problem]
-    run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
-    out_dir = args.out or Path("reports") / run_id
-    store = ResultStore(out_dir)
-    run = RunInfo(run_id=run_id, started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                  machine=describe_machine(config.device), config=config,
-                  problems_dir=str(args.problems.resolve()), candidates_dir=str(args.candidates.resolve()))
-    store.write_run(run)
-    results: list[Result] = []
-    build_root = args.build_dir or default_build_root()
-    by_problem = {p.id: [c for c in candidates if c.problem_id == p.id] for p in problems}
-    orphans = [c for c in candidates if c.problem_id is None]
+    problems, candidates = _select(args, *_discover(args.problems, args.candidates))
+    with _open_db(args.db) as db:
+        run, out_dir, done = _start_run(args, db, config)
+        problems_by_id = {p.id: p for p in problems}
+        todo = [c for c in candidates
+                if ((problems_by_id[c.problem_id].source_hash if c.problem_id else None), c.source_hash) not in done]
+        if args.resume:
+            print(f"resuming run {run.run_id}: {len(candidates) - len(todo)} judged already, {len(todo)} to go",
+                  file=sys.stderr)
+        db.save_run(run, out_dir)
+        results_file = ResultsFile(out_dir)
+        by_path = {c.rel_path: c for c in todo}
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            _evaluate(todo, problems, config, args.build_dir or default_build_root(), run.run_id,
+                      lambda result: (db.record(result, problems_by_id.get(result.problem or ""),
+                                                by_path[result.candidate]), results_file.append(result)))
+        except KeyboardInterrupt:
+            print(f"\ninterrupted; what was judged is kept. Continue with: --resume {run.run_id}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        run.finished_at = now()
+        db.save_run(run, out_dir)
+        results = db.results(run.run_id)
+        results_file.rewrite(results)
+        (out_dir / "run.json").write_text(run.model_dump_json(indent=2))
+        index = render_site(run, results, lambda r: db.code(r.candidate_hash), out_dir)
+    print(summary_table(results))
+    print(f"results: {results_file.path}\nreport:  {index}\ndatabase: {args.db} (run {run.run_id})")
+    return 0
 
+
+def _evaluate(candidates: list[Candidate], problems: list[Problem], config: EvalConfig, build_root: Path,
+              run_id: str, save) -> None:
+    by_problem = {p.id: [c for c in candidates if c.problem_id == p.id] for p in problems}
     with tqdm(total=len(candidates), unit="cand", desc="eval", file=sys.stderr) as bar:
         def record(result: Result) -> None:
-            store.append(result)
-            results.append(result)
+            result.recorded_at = now()
+            save(result)
             bar.set_postfix_str(f"{result.candidate}: {result.status.value}", refresh=False)
             bar.update(1)
 
         for problem in problems:
             if by_problem[problem.id]:
                 evaluate_problem(problem, by_problem[problem.id], config, build_root, run_id, record)
-        for orphan in orphans:  # a problem-less candidate still gets its verdict (skipped, with why)
-            record(early_verdict(orphan, config, run_id))
-
-    run.finished_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    store.write_run(run)
-    index = render_index(run, results, out_dir)
-    print(summary_table(results))
-    print(f"results: {store.results_path}\nreport:  {index}")
-    return 0
+        for orphan in (c for c in candidates if c.problem_id is None):
+            record(early_verdict(orphan, config, run_id))  # a problem-less candidate still gets its verdict
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -160,18 +237,60 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_results(db: Database, run_id: str | None) -> tuple[RunInfo, Path, list[Result]]:
+    run_id = run_id or db.latest_run_id()
+    if run_id is None:
+        raise UsageError(f"no runs in {db.path}")
+    try:
+        run, out_dir = db.run(run_id)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    return run, out_dir, db.results(run_id)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    store = ResultStore(args.run_dir)
-    results = store.read_results()
-    if not results:
-        raise UsageError(f"no results in {store.results_path}")
-    print(render_index(store.read_run(), results, args.run_dir))
+    with _open_db(args.db) as db:
+        run, out_dir, results = _run_results(db, args.run)
+        print(render_site(run, results, lambda r: db.code(r.candidate_hash), args.out or out_dir))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    with _open_db(args.db) as db:
+        before = _run_results(db, args.run_a)[2]
+        after = _run_results(db, args.run_b)[2]
+    changes = compare_runs(before, after)
+    for change in changes:
+        if change.change != "same":
+            print(f"{change.change:7s} {change.problem or '-'}  {change.candidate}  "
+                  f"{change.before or '-'} -> {change.after or '-'}  "
+                  f"{_format_speedup_value(change.before_speedup)} -> {_format_speedup_value(change.after_speedup)}")
+    counts = {kind: sum(1 for c in changes if c.change == kind) for kind in dict.fromkeys(c.change for c in changes)}
+    print(", ".join(f"{kind} {n}" for kind, n in counts.items()) or "no results")
+    if args.out:
+        print(render_compare(args.run_a, args.run_b, changes, args.out / f"compare-{args.run_a}-{args.run_b}.html"))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    with _open_db(args.db) as db:
+        run, _, results = _run_results(db, args.run)
+    if args.format == "kernelbench":
+        args.out.mkdir(parents=True, exist_ok=True)
+        eval_results, fast_p = kernelbench_json(results, run.machine.device_name)
+        (args.out / "eval_results.json").write_text(eval_results)
+        (args.out / "fast_p.json").write_text(fast_p)
+    else:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(to_jsonl(results) if args.format == "jsonl" else to_csv(results))
+    print(args.out)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    commands = {"eval": cmd_eval, "list": cmd_list, "report": cmd_report}
+    commands = {"eval": cmd_eval, "list": cmd_list, "report": cmd_report, "compare": cmd_compare,
+                "export": cmd_export}
     try:
         return commands[args.command](args)
     except UsageError as exc:

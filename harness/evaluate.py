@@ -44,6 +44,14 @@ def early_verdict(candidate: Candidate, config: EvalConfig, run_id: str) -> Resu
                   code_hash=candidate.code_hash)
 
 
+def worker_job(role: str, problem: Problem, config: EvalConfig) -> WorkerJob:
+    """Both sides get the same seed, device, precision and trial counts; only the reference
+    may be timed through torch.compile."""
+    return WorkerJob(role=role, problem_path=problem.path, device=config.device, precision=config.precision,
+                     init_seed=config.seed, warmup=config.warmup, trials=config.trials,
+                     compile_baseline=role == "reference" and config.baseline == "compile")
+
+
 def init_differs(reference: list[ParamDigest], candidate: list[ParamDigest]) -> bool:
     """Same parameter shapes in the same order, different values after the same seed."""
     same_layout = [p.shape for p in reference] == [p.shape for p in candidate] and bool(reference)
@@ -54,11 +62,8 @@ class ReferenceRunner:
     """The problem's reference worker: loaded once, timed once, asked for each trial's outputs."""
 
     def __init__(self, problem: Problem, config: EvalConfig, build_root: Path):
-        job = WorkerJob(role="reference", problem_path=problem.path, device=config.device,
-                        precision=config.precision, init_seed=config.seed, warmup=config.warmup,
-                        trials=config.trials, compile_baseline=config.baseline == "compile")
         self.config = config
-        self.worker = Worker(job, None, extensions_dir(build_root, problem.source_hash), config.timeout_s)
+        self.worker = Worker(worker_job("reference", problem, config), None, extensions_dir(build_root, problem.source_hash), config.timeout_s)
         self.params: list[ParamDigest] = []
         self.timing: TimingStats | None = None
 
@@ -102,9 +107,7 @@ class CandidateRun:
 
     def run(self) -> Result:
         began = time.monotonic()
-        job = WorkerJob(role="candidate", problem_path=self.problem.path, device=self.config.device,
-                        precision=self.config.precision, init_seed=self.config.seed, warmup=self.config.warmup,
-                        trials=self.config.trials)
+        job = worker_job("candidate", self.problem, self.config)
         with Worker(job, self.candidate.code, extensions_dir(self.build_root, self.candidate.code_hash or ""),
                     self.config.timeout_s) as worker:
             try:

@@ -140,6 +140,7 @@ class Result(BaseModel):
     evidence: list[str] = Field(default_factory=list)  # compiler lines, traceback tail, signal
     log_tail: str | None = None
     elapsed_s: float = 0.0
+    recorded_at: str | None = None
 
 
 class MachineInfo(BaseModel):

@@ -1,16 +1,44 @@
-"""Render a run as a self-contained HTML page (inline CSS, no network) with Jinja2."""
+"""Render runs as a self-contained static site (inline CSS, SVG and script; no network):
+a leaderboard, one page per candidate, and run-to-run comparisons."""
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+from pydantic import BaseModel
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
 
-from .records import Result, RunInfo, Status
+from .records import Result, RunInfo, Status, TimingStats
 from .score import summarize
 
 STATUS_ORDER = {s: i for i, s in enumerate(Status)}
+# Speedup buckets for the distribution chart: (upper bound, label).
+SPEEDUP_BINS = [(0.25, "<0.25×"), (0.5, "0.25–0.5×"), (1.0, "0.5–1×"), (1.5, "1–1.5×"), (2.0, "1.5–2×"),
+                (4.0, "2–4×"), (math.inf, "≥4×")]
+TIMING_BINS = 30
+
+
+def _environment() -> Environment:
+    env = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(["html", "j2"]))
+    env.filters["ms"] = lambda v: "–" if v is None else f"{v:.4g} ms"
+    env.filters["sci"] = lambda v: "–" if v is None else f"{v:.2e}"
+    env.filters["speedup"] = lambda v: "–" if v is None else ("inf" if not math.isfinite(v) else f"{v:.2f}×")
+    return env
+
+
+def page_name(result: Result) -> str:
+    """A stable, file-safe page name per (problem, candidate)."""
+    digest = hashlib.sha1(f"{result.problem}/{result.candidate}".encode()).hexdigest()[:10]
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", result.candidate)[-60:]
+    return f"{stem}-{digest}.html"
 
 
 def _rank_key(result: Result) -> tuple:
@@ -26,11 +54,119 @@ def group_by_problem(results: list[Result]) -> list[tuple[str, list[Result]]]:
     return [(pid, sorted(rows, key=_rank_key)) for pid, rows in sorted(problems.items())]
 
 
-def render_index(run: RunInfo | None, results: list[Result], out_dir: Path) -> Path:
-    env = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(["html", "j2"]))
-    page = env.get_template("index.html.j2").render(
+def speedup_histogram_svg(results: list[Result]) -> Markup:
+    speeds = [r.speedup for r in results if r.status is Status.ok and r.speedup is not None]
+    counts = [0] * len(SPEEDUP_BINS)
+    for value in speeds:
+        counts[next(i for i, (upper, _) in enumerate(SPEEDUP_BINS) if value < upper)] += 1
+    width, height, bar = 70 * len(SPEEDUP_BINS), 150, 52
+    top = max(counts) or 1
+    parts = [f'<svg class="chart" viewBox="0 0 {width} {height + 40}" width="{width}" height="{height + 40}" '
+             f'role="img" aria-label="speedup distribution of correct candidates">']
+    for i, (count, (upper, label)) in enumerate(zip(counts, SPEEDUP_BINS)):
+        h = round(height * count / top)
+        x = i * 70 + 9
+        colour = "#2e9e52" if upper > 1.0 else "#d08a3a"
+        parts.append(f'<rect x="{x}" y="{height - h}" width="{bar}" height="{h}" fill="{colour}"><title>{label}: '
+                     f'{count}</title></rect>')
+        parts.append(f'<text x="{x + bar / 2}" y="{height - h - 4}" text-anchor="middle">{count}</text>')
+        parts.append(f'<text x="{x + bar / 2}" y="{height + 16}" text-anchor="middle">{label}</text>')
+    parts.append(f'<line x1="0" y1="{height}" x2="{width}" y2="{height}" stroke="#9aa3b2"/></svg>')
+    return Markup("".join(parts))
+
+
+def timing_histogram_svg(candidate: TimingStats | None, reference: TimingStats | None) -> Markup:
+    """Both sample distributions on one axis: where they overlap, the speedup is noise."""
+    series = [(s, colour, name) for s, colour, name in ((candidate, "#3b6fd8", "candidate"),
+                                                        (reference, "#9aa3b2", "reference")) if s]
+    if not series:
+        return Markup("")
+    low = min(min(s.samples_ms) for s, _, _ in series)
+    high = max(max(s.samples_ms) for s, _, _ in series)
+    span = (high - low) or max(high, 1e-9) * 0.01
+    width, height = 600, 140
+    step = width / TIMING_BINS
+    parts = [f'<svg class="chart" viewBox="0 0 {width} {height + 34}" width="{width}" height="{height + 34}" '
+             'role="img" aria-label="timing distribution">']
+    for offset, (stats, colour, name) in enumerate(series):
+        counts = [0] * TIMING_BINS
+        for sample in stats.samples_ms:
+            counts[min(TIMING_BINS - 1, int((sample - low) / span * TIMING_BINS))] += 1
+        top = max(counts)
+        for i, count in enumerate(counts):
+            h = height * count / top
+            parts.append(f'<rect x="{i * step + offset * step / 2:.1f}" y="{height - h:.1f}" width="{step / 2:.1f}" '
+                         f'height="{h:.1f}" fill="{colour}"><title>{name}: {count}</title></rect>')
+        parts.append(f'<text x="{8 + offset * 140}" y="{height + 30}" fill="{colour}">■ {name} '
+                     f'(median {stats.median_ms:.4g} ms)</text>')
+    parts.append(f'<text x="0" y="{height + 14}">{low:.4g} ms</text>'
+                 f'<text x="{width}" y="{height + 14}" text-anchor="end">{high:.4g} ms</text></svg>')
+    return Markup("".join(parts))
+
+
+def highlighted(code: str | None) -> Markup:
+    if not code:
+        return Markup("")
+    return Markup(highlight(code, PythonLexer(), HtmlFormatter(linenos="table", cssclass="code")))
+
+
+def render_site(run: RunInfo | None, results: list[Result], code_for: Callable[[Result], str | None],
+                out_dir: Path) -> Path:
+    """index.html (leaderboard) plus c/<page>.html per candidate; returns the index path."""
+    env = _environment()
+    pages = out_dir / "c"
+    pages.mkdir(parents=True, exist_ok=True)
+    code_css = Markup(HtmlFormatter(cssclass="code").get_style_defs(".code"))
+    for result in results:
+        page = env.get_template("candidate.html.j2").render(
+            run=run, r=result, code=highlighted(code_for(result)), code_css=code_css,
+            timing_svg=timing_histogram_svg(result.timing, result.reference_timing),
+        )
+        (pages / page_name(result)).write_text(page, encoding="utf-8")
+    index = out_dir / "index.html"
+    index.write_text(env.get_template("index.html.j2").render(
         run=run, summary=summarize(results), problems=group_by_problem(results), statuses=list(Status),
-    )
-    path = out_dir / "index.html"
-    path.write_text(page, encoding="utf-8")
+        chart=speedup_histogram_svg(results), page_name=page_name,
+    ), encoding="utf-8")
+    return index
+
+
+class Change(BaseModel):
+    problem: str | None
+    candidate: str
+    change: str  # fixed, broken, faster, slower, same, new, gone
+    before: str | None
+    after: str | None
+    before_speedup: float | None
+    after_speedup: float | None
+
+
+def compare_runs(before: list[Result], after: list[Result], noise: float = 0.05) -> list[Change]:
+    """Match results by (problem, candidate); a speedup change within `noise` counts as the same."""
+    old = {(r.problem, r.candidate): r for r in before}
+    new = {(r.problem, r.candidate): r for r in after}
+    changes = []
+    for key in sorted(old.keys() | new.keys(), key=lambda k: (k[0] or "", k[1])):
+        a, b = old.get(key), new.get(key)
+        if a is None or b is None:
+            kind = "new" if a is None else "gone"
+        elif (a.status is Status.ok) != (b.status is Status.ok):
+            kind = "fixed" if b.status is Status.ok else "broken"
+        elif a.status is Status.ok and a.speedup and b.speedup and abs(b.speedup / a.speedup - 1) > noise:
+            kind = "faster" if b.speedup > a.speedup else "slower"
+        else:
+            kind = "same"
+        changes.append(Change(problem=key[0], candidate=key[1], change=kind,
+                              before=a.status.value if a else None, after=b.status.value if b else None,
+                              before_speedup=a.speedup if a else None, after_speedup=b.speedup if b else None))
+    return changes
+
+
+def render_compare(run_a: str, run_b: str, changes: list[Change], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    order = ["fixed", "broken", "faster", "slower", "new", "gone", "same"]
+    changes = sorted(changes, key=lambda c: order.index(c.change))
+    counts = {kind: sum(1 for c in changes if c.change == kind) for kind in order}
+    path.write_text(_environment().get_template("compare.html.j2").render(
+        run_a=run_a, run_b=run_b, changes=changes, counts=counts), encoding="utf-8")
     return path

@@ -1,49 +1,190 @@
-"""Results on disk: `results.jsonl` gets one line per result the moment it is known (flushed
-and synced, so an interrupted run keeps everything measured), `run.json` the run's metadata."""
+"""Results that last: one SQLite file accumulating runs, plus each run's `results.jsonl`.
+
+Every result is committed the moment it is known, so killing the harness loses nothing that
+was measured, and `--resume` picks a run up where it stopped. The schema carries a version
+(SQLite's user_version) and is brought up to date by ordered migrations on open.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import json
 import os
+import sqlite3
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from .records import Result, RunInfo
+from .records import Candidate, EvalConfig, Problem, Result, RunInfo
 
 RESULTS_FILE = "results.jsonl"
-RUN_FILE = "run.json"
+DEFAULT_DB = Path("reports") / "harness.db"
+
+# Each step takes the schema from version i to i + 1. Never edit a released step: add one.
+MIGRATIONS: list[str] = [
+    # 1: runs, problems, candidates, results (the full record as JSON beside the columns people query)
+    """
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY, started_at TEXT NOT NULL, finished_at TEXT,
+        device TEXT NOT NULL, device_name TEXT NOT NULL, driver TEXT, cuda TEXT, torch TEXT NOT NULL,
+        harness TEXT NOT NULL, config_json TEXT NOT NULL, problems_dir TEXT, candidates_dir TEXT, out_dir TEXT
+    );
+    CREATE TABLE problems (problem_hash TEXT PRIMARY KEY, id TEXT NOT NULL, path TEXT NOT NULL);
+    CREATE TABLE candidates (
+        candidate_hash TEXT PRIMARY KEY, code_hash TEXT, kind TEXT, code TEXT, extraction_error TEXT
+    );
+    CREATE TABLE results (
+        run_id TEXT NOT NULL REFERENCES runs(run_id), problem TEXT, candidate TEXT NOT NULL,
+        problem_hash TEXT, candidate_hash TEXT NOT NULL, status TEXT NOT NULL, speedup REAL, error TEXT,
+        record_json TEXT NOT NULL,
+        PRIMARY KEY (run_id, problem, candidate)
+    );
+    """,
+    # 2: resume needs to find runs by configuration and see when each result was recorded
+    """
+    ALTER TABLE runs ADD COLUMN config_key TEXT;
+    ALTER TABLE results ADD COLUMN recorded_at TEXT;
+    CREATE INDEX runs_by_config ON runs(config_key, started_at);
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
 
 
-class ResultStore:
+class StoreError(Exception):
+    """The database cannot be used (newer schema, not a harness database)."""
+
+
+def config_key(config: EvalConfig, device_name: str) -> str:
+    """What must match for a result to count as done on resume: the configuration and the device."""
+    payload = json.dumps({"config": config.model_dump(mode="json"), "device_name": device_name}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Database:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.conn = sqlite3.connect(path, timeout=30)
+        self.conn.execute("PRAGMA journal_mode=WAL")  # readers (report) never block the running eval
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        self.migrate()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    @property
+    def version(self) -> int:
+        return self.conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def migrate(self) -> None:
+        version = self.version
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {version}; this harness knows up to {SCHEMA_VERSION}")
+        for step in range(version, SCHEMA_VERSION):
+            with self.conn:
+                self.conn.executescript(MIGRATIONS[step])
+                self.conn.execute(f"PRAGMA user_version = {step + 1}")
+
+    # --- runs ---------------------------------------------------------------------------
+
+    def save_run(self, run: RunInfo, out_dir: Path) -> None:
+        m = run.machine
+        with self.conn:
+            self.conn.execute(
+                """INSERT INTO runs (run_id, started_at, finished_at, device, device_name, driver, cuda, torch,
+                       harness, config_json, problems_dir, candidates_dir, out_dir, config_key)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+                   ON CONFLICT(run_id) DO UPDATE SET finished_at = excluded.finished_at""",
+                (run.run_id, run.started_at, run.finished_at, m.device, m.device_name, m.driver, m.cuda, m.torch,
+                 m.harness, run.model_dump_json(), run.problems_dir, run.candidates_dir, str(out_dir),
+                 config_key(run.config, m.device_name)),
+            )
+
+    def run(self, run_id: str) -> tuple[RunInfo, Path]:
+        row = self.conn.execute("SELECT config_json, out_dir FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"no run {run_id} in {self.path}")
+        return RunInfo.model_validate_json(row[0]), Path(row[1])
+
+    def latest_run_id(self, key: str | None = None) -> str | None:
+        query = "SELECT run_id FROM runs" + (" WHERE config_key = ?" if key else "") + " ORDER BY started_at DESC, rowid DESC LIMIT 1"
+        row = self.conn.execute(query, (key,) if key else ()).fetchone()
+        return row[0] if row else None
+
+    def run_ids(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY started_at, rowid")]
+
+    # --- results ------------------------------------------------------------------------
+
+    def record(self, result: Result, problem: Problem | None, candidate: Candidate) -> None:
+        """Commit one result with the problem and candidate it is about."""
+        with self.conn:
+            if problem is not None:
+                self.conn.execute("INSERT OR IGNORE INTO problems VALUES (?,?,?)",
+                                  (problem.source_hash, problem.id, problem.path))
+            self.conn.execute("INSERT OR IGNORE INTO candidates VALUES (?,?,?,?,?)",
+                              (candidate.source_hash, candidate.code_hash, candidate.kind.value, candidate.code,
+                               candidate.extraction_error))
+            self.conn.execute(
+                """INSERT OR REPLACE INTO results (run_id, problem, candidate, problem_hash, candidate_hash, status,
+                       speedup, error, record_json, recorded_at) VALUES (?,?,?,?,?,?,?,?,?,?)""",
+                (result.run_id, result.problem, result.candidate, result.problem_hash, result.candidate_hash,
+                 result.status.value, result.speedup, result.error, result.model_dump_json(), result.recorded_at),
+            )
+
+    def results(self, run_id: str) -> list[Result]:
+        rows = self.conn.execute("SELECT record_json FROM results WHERE run_id = ? ORDER BY problem, candidate",
+                                 (run_id,))
+        return [Result.model_validate_json(r[0]) for r in rows]
+
+    def done(self, run_id: str) -> set[tuple[str | None, str]]:
+        """(problem hash, candidate hash) pairs this run already judged."""
+        rows = self.conn.execute("SELECT problem_hash, candidate_hash FROM results WHERE run_id = ?", (run_id,))
+        return {(r[0], r[1]) for r in rows}
+
+    def code(self, candidate_hash: str) -> str | None:
+        row = self.conn.execute("SELECT code FROM candidates WHERE candidate_hash = ?", (candidate_hash,)).fetchone()
+        return row[0] if row else None
+
+
+class ResultsFile:
+    """A run's `results.jsonl`: appended line by line during the run (flushed and synced), and
+    rewritten whole from the database at the end, so a resumed run's file is complete too."""
+
     def __init__(self, out_dir: Path):
-        self.out_dir = out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
-        self.results_path = out_dir / RESULTS_FILE
-
-    def write_run(self, run: RunInfo) -> None:
-        tmp = self.out_dir / (RUN_FILE + ".tmp")
-        tmp.write_text(run.model_dump_json(indent=2))
-        os.replace(tmp, self.out_dir / RUN_FILE)  # never a half-written run.json
+        self.path = out_dir / RESULTS_FILE
 
     def append(self, result: Result) -> None:
-        with open(self.results_path, "a", encoding="utf-8") as out:
+        with open(self.path, "a", encoding="utf-8") as out:
             out.write(result.model_dump_json() + "\n")
             out.flush()
             os.fsync(out.fileno())
 
-    def read_results(self) -> list[Result]:
+    def rewrite(self, results: list[Result]) -> None:
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(r.model_dump_json() + "\n" for r in results), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def read(self) -> list[Result]:
         """Every complete line; a line cut short by a kill is skipped, not fatal."""
-        if not self.results_path.exists():
+        if not self.path.exists():
             return []
         results = []
-        for line in self.results_path.read_text(encoding="utf-8").splitlines():
+        for line in self.path.read_text(encoding="utf-8").splitlines():
             try:
                 results.append(Result.model_validate(json.loads(line)))
             except (json.JSONDecodeError, ValidationError):
                 continue
         return results
-
-    def read_run(self) -> RunInfo | None:
-        path = self.out_dir / RUN_FILE
-        return RunInfo.model_validate_json(path.read_text()) if path.exists() else None

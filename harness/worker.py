@@ -9,6 +9,7 @@ the next command, so the parent can compare them in place), or time the forward 
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import sys
 import traceback
@@ -62,8 +63,9 @@ def param_digests(model: torch.nn.Module) -> list[ParamDigest]:
     digests = []
     for name, param in model.named_parameters():
         data = param.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8)
+        raw = ctypes.string_at(data.data_ptr(), data.numel())  # no numpy: torch does not require it
         digests.append(ParamDigest(name=name, shape=list(param.shape), dtype=str(param.dtype).removeprefix("torch."),
-                                   sha256=hashlib.sha256(data.numpy().tobytes()).hexdigest()))
+                                   sha256=hashlib.sha256(raw).hexdigest()))
     return digests
 
 

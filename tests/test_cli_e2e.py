@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import shutil
+import sqlite3
 import time
 
 import pytest
@@ -31,10 +33,15 @@ EXPECTED = {
 }
 
 
+def eval_args(tmp_path, candidates, *extra, db="h.db", out="out"):
+    return ["eval", str(candidates), "--problems", str(DATA / "problems"), "--out", str(tmp_path / out),
+            "--device", "cpu", "--trials", "3", "--timeout", "20", "--build-dir", str(tmp_path / "build"),
+            "--db", str(tmp_path / db), *extra]
+
+
 def run_eval(tmp_path, candidates, *extra):
     out = tmp_path / "out"
-    code = main(["eval", str(candidates), "--problems", str(DATA / "problems"), "--out", str(out), "--device", "cpu",
-                 "--trials", "3", "--timeout", "20", "--build-dir", str(tmp_path / "build"), *extra])
+    code = main(eval_args(tmp_path, candidates, *extra))
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     return code, out, {r["candidate"]: r for r in results}
 
@@ -174,3 +181,48 @@ def test_reduced_precision_run(tmp_path):
     _, out, results = run_eval(tmp_path, tmp_path / "c", "--precision", "bf16")
     assert results["tiny_relu/bf16.py"]["status"] == "ok"
     assert json.loads((out / "run.json").read_text())["config"]["precision"] == "bf16"
+
+
+QUICK = ["mismatch.py", "runtime_error.py", "transcript.md", "no_model_new.py", "rejected.py", "forged_stdout.py"]
+
+
+def recorded(db_path):
+    with sqlite3.connect(db_path) as db:
+        return dict(db.execute("SELECT candidate, recorded_at FROM results"))
+
+
+def test_a_killed_run_resumes_without_judging_anything_twice(tmp_path):
+    (tmp_path / "c" / "tiny_relu").mkdir(parents=True)
+    for name in QUICK:
+        shutil.copy(DATA / "candidates" / "tiny_relu" / name, tmp_path / "c" / "tiny_relu" / name)
+    args = eval_args(tmp_path, tmp_path / "c")
+    harness = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=REPO,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while (not (tmp_path / "h.db").exists() or len(recorded(tmp_path / "h.db")) < 2) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    harness.kill()  # no chance to clean up: the worst case
+    harness.wait()
+    before = recorded(tmp_path / "h.db")
+    assert 2 <= len(before) < len(QUICK)
+
+    assert main(args + ["--resume"]) == 0
+    after = recorded(tmp_path / "h.db")
+    assert len(after) == len(QUICK)
+    assert {name: after[name] for name in before} == before  # judged once, never again
+
+    resumed = {r["candidate"]: r["status"] for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
+    assert main(eval_args(tmp_path, tmp_path / "c", db="fresh.db", out="fresh")) == 0
+    fresh = {r["candidate"]: r["status"] for r in map(json.loads, (tmp_path / "fresh" / "results.jsonl").read_text().splitlines())}
+    assert resumed == fresh and len(fresh) == len(QUICK)
+
+
+def test_resume_with_nothing_to_resume_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "c").mkdir()
+    assert main(eval_args(tmp_path, tmp_path / "c", "--resume")) == 2
+    assert "nothing to resume" in capsys.readouterr().err
+    assert main(eval_args(tmp_path, tmp_path / "c")) == 0  # an empty run is still a run
+    with sqlite3.connect(tmp_path / "h.db") as db:
+        (run_id,) = db.execute("SELECT run_id FROM runs").fetchone()
+    assert main(eval_args(tmp_path, tmp_path / "c", "--resume", run_id, "--trials", "5")) == 2
+    assert "another configuration" in capsys.readouterr().err
