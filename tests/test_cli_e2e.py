@@ -226,3 +226,19 @@ def test_resume_with_nothing_to_resume_is_a_usage_error(tmp_path, capsys):
         (run_id,) = db.execute("SELECT run_id FROM runs").fetchone()
     assert main(eval_args(tmp_path, tmp_path / "c", "--resume", run_id, "--trials", "5")) == 2
     assert "another configuration" in capsys.readouterr().err
+
+
+def test_report_compare_and_export_read_the_database(verdicts, tmp_path, capsys):
+    _, out, results = verdicts
+    db = str(out.parent / "h.db")
+    assert main(["report", "--db", db, "--out", str(tmp_path / "site")]) == 0
+    assert (tmp_path / "site" / "index.html").exists() and len(list((tmp_path / "site" / "c").glob("*.html"))) == len(results)
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    assert main(["compare", run_id, run_id, "--db", db, "--out", str(tmp_path)]) == 0
+    assert f"same {len(results)}" in capsys.readouterr().out
+    assert (tmp_path / f"compare-{run_id}-{run_id}.html").exists()
+    assert main(["export", "--db", db, "--format", "csv", "--out", str(tmp_path / "r.csv")]) == 0
+    assert len((tmp_path / "r.csv").read_text().splitlines()) == len(results) + 1
+    assert main(["export", "--db", db, "--format", "kernelbench", "--out", str(tmp_path / "kb")]) == 0
+    assert json.loads((tmp_path / "kb" / "eval_results.json").read_text())["tiny_relu"]
+    assert main(["report", "--db", str(tmp_path / "empty.db")]) == 2
