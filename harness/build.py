@@ -9,14 +9,18 @@ from pathlib import Path
 
 import torch
 
-# gcc/clang "file.cpp:12:5: error: ...", nvcc "file.cu(45): error: ...", plain "error: ...".
-COMPILER_ERROR = re.compile(r"(?:^|[\s:)])(?:fatal )?error\b\s*(?:\w+\s*)?:", re.IGNORECASE)
-LOCATED = re.compile(r"[\w./-]+(?::\d+(?::\d+)?|\(\d+\)):")
+from .records import CompilerDiagnostic
+
+GCC_STYLE = re.compile(r"^(?P<path>[^\s:][^:]*?):(?P<line>\d+):(?:(?P<col>\d+):)?\s*"
+                       r"(?P<sev>fatal error|error|warning):\s*(?P<msg>.+)$")
+NVCC_STYLE = re.compile(r"^(?P<path>\S+?)\((?P<line>\d+)\):\s*(?P<sev>error|warning)(?:\s*#[\w-]+(?:-D)?)?:\s*(?P<msg>.+)$")
+UNLOCATED = re.compile(r"^(?:ptxas\s+)?(?P<sev>fatal error|error|fatal)\s*:\s*(?P<msg>.+)$", re.IGNORECASE)
+UNDEFINED_REFERENCE = re.compile(r"undefined reference to .+")
 NOISE = re.compile(r"ninja: build stopped|collect2: error|Error building extension|error: command|"
                    r"subprocess\.CalledProcessError|RuntimeError: Error", re.IGNORECASE)
 BUILD_FAILURE = re.compile(r"Error (building|compiling objects for) extension")
-UNDEFINED_REFERENCE = re.compile(r"undefined reference to")
-MAX_LINE = 300
+OWN_SOURCES = re.compile(r"^(main\.cpp|cuda\.cu|.*\.(cu|cpp|cc|cuh))$")
+MAX_MESSAGE = 300
 
 
 def default_build_root() -> Path:
@@ -34,22 +38,72 @@ def is_build_failure(exc_type: str, message: str) -> bool:
     return exc_type == "RuntimeError" and BUILD_FAILURE.search(message) is not None
 
 
-def _shorten(line: str) -> str:
-    line = re.sub(r"/\S*/(?=[\w.-]+(?::\d|\(\d))", "", line.strip())  # build paths to base names
-    return line[:MAX_LINE]
+def _diagnostic(line: str) -> CompilerDiagnostic | None:
+    for pattern in (GCC_STYLE, NVCC_STYLE):
+        match = pattern.match(line)
+        if match:
+            path = match.group("path")
+            name = Path(path).name
+            return CompilerDiagnostic(
+                severity=match.group("sev"), message=match.group("msg").strip()[:MAX_MESSAGE], file=name,
+                line=int(match.group("line")), column=int(match.group("col")) if match.groupdict().get("col") else None,
+                in_candidate="/include/" not in path and OWN_SOURCES.match(name) is not None,
+            )
+    match = UNLOCATED.match(line.strip())
+    if match:
+        severity = "error" if match.group("sev").lower() == "fatal" else match.group("sev").lower()
+        return CompilerDiagnostic(severity=severity, message=match.group("msg").strip()[:MAX_MESSAGE])
+    match = UNDEFINED_REFERENCE.search(line)
+    if match:
+        return CompilerDiagnostic(severity="error", message=match.group(0)[:MAX_MESSAGE])
+    return None
 
 
-def compiler_errors(log: str, limit: int = 8) -> list[str]:
-    """The compiler's error lines in order: those in the candidate's own sources first, then
-    those in headers (often a consequence, e.g. of a too-old -std), then unlocated ones."""
-    lines = [line for line in log.splitlines() if not NOISE.search(line)]
-    errors = [line for line in lines if COMPILER_ERROR.search(line) or UNDEFINED_REFERENCE.search(line)]
-    located = [line for line in errors if LOCATED.search(line)]
-    own = [line for line in located if "/include/" not in line.split(":")[0]]
-    ordered = own + [line for line in located if line not in own] + [line for line in errors if line not in located]
-    seen: list[str] = []
-    for line in ordered:
-        short = _shorten(line)
-        if short not in seen:
-            seen.append(short)
-    return seen[:limit]
+def parse_compiler_output(log: str) -> list[CompilerDiagnostic]:
+    """Errors from gcc/clang, nvcc, ptxas and the linker, in the order a reader should see them:
+    those in the candidate's own sources first (in log order), then header errors (often a
+    consequence, e.g. of a too-old -std), then unlocated ones. Warnings are left out."""
+    found: list[CompilerDiagnostic] = []
+    seen = set()
+    for line in log.splitlines():
+        if NOISE.search(line):
+            continue
+        diagnostic = _diagnostic(line.rstrip())
+        if diagnostic is None or diagnostic.severity == "warning":
+            continue
+        key = (diagnostic.file, diagnostic.line, diagnostic.message)
+        if key not in seen:
+            seen.add(key)
+            found.append(diagnostic)
+    rank = lambda d: 0 if d.in_candidate else 1 if d.file else 2  # noqa: E731
+    return sorted(found, key=rank)  # stable: log order within each rank
+
+
+def source_lines_by_file(log: str) -> dict[str, list[str]]:
+    """The generated sources the compiler complained about (main.cpp, cuda.cu), read from the
+    build directory named in the log, so their lines can be traced back to the candidate."""
+    sources = {}
+    for match in re.finditer(r"(/\S+/(main\.cpp|cuda\.cu))\b", log):
+        path = Path(match.group(1))
+        if match.group(2) not in sources and path.is_file():
+            sources[match.group(2)] = path.read_text(errors="replace").splitlines()
+    return sources
+
+
+def locate_in_candidate(diagnostics: list[CompilerDiagnostic], sources: dict[str, list[str]],
+                        candidate_text: str) -> list[CompilerDiagnostic]:
+    """Fill candidate_line: the line of the candidate file holding the same text as the
+    generated source line (with the next line as a tie-breaker when the text repeats)."""
+    lines = [line.strip() for line in candidate_text.splitlines()]
+    located = []
+    for diagnostic in diagnostics:
+        generated = sources.get(diagnostic.file or "")
+        if diagnostic.in_candidate and generated and diagnostic.line and diagnostic.line <= len(generated):
+            wanted = generated[diagnostic.line - 1].strip()
+            following = generated[diagnostic.line].strip() if diagnostic.line < len(generated) else None
+            matches = [i for i, text in enumerate(lines) if text == wanted and len(wanted) > 2]
+            best = [i for i in matches if following is None or (i + 1 < len(lines) and lines[i + 1] == following)]
+            if best or matches:
+                diagnostic = diagnostic.model_copy(update={"candidate_line": (best or matches)[0] + 1})
+        located.append(diagnostic)
+    return located

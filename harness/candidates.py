@@ -118,8 +118,8 @@ def read_candidate(path: Path, rel_path: str, problem_id: str | None) -> Candida
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return failed(f"not UTF-8 text (bad byte at offset {exc.start})")
-    if path.suffix == ".py" and _is_python(text):
-        code, reason = text, None
+    if path.suffix == ".py" and (_is_python(text) or not split_code_blocks(text)):
+        code, reason = text, None  # a .py file is code, even broken: the import names the error
     else:
         code, reason = extract_code(text)
     if code is None:

@@ -14,9 +14,9 @@ import torch
 from tqdm import tqdm
 
 from .build import default_build_root
-from .candidates import discover_candidates
+from .candidates import KERNELBENCH_NAME, discover_candidates, read_candidate
 from .evaluate import early_verdict, evaluate_problem
-from .export import kernelbench_json, to_csv, to_jsonl
+from .export import kernelbench_json, to_csv, to_feedback_jsonl, to_jsonl
 from .machine import describe_machine
 from .problems import ProblemError, discover_problems
 from .records import Candidate, EvalConfig, Problem, Result, RunInfo
@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--problem", action="append", default=None, help="only this problem id (repeatable)")
     ev.add_argument("--build-dir", type=Path, default=None, help=f"extension build cache (default {default_build_root()})")
     ev.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database (default %(default)s)")
+    ev.add_argument("--feedback", type=Path, default=None, metavar="FILE",
+                    help="also write one compact JSON line per candidate (verdict, cause, hint, key lines) for a generator")
     ev.add_argument("--resume", nargs="?", const="latest", default=None, metavar="RUN_ID",
                     help="continue a run (default: the latest with this configuration and device), skipping what it judged")
 
@@ -66,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--db", type=Path, default=DEFAULT_DB)
     rep.add_argument("--run", default=None, help="run id (default: the latest)")
     rep.add_argument("--out", type=Path, default=None, help="site dir (default: the run's output dir)")
+
+    exp_ = sub.add_parser("explain", help="why a candidate failed and how to fix it (evaluates it if never judged)")
+    exp_.add_argument("path", type=Path, help="a candidate file, under <candidates>/<problem_id>/ or KernelBench-named")
+    exp_.add_argument("--problems", type=Path, default=Path("problems"))
+    exp_.add_argument("--db", type=Path, default=DEFAULT_DB)
+    exp_.add_argument("--device", choices=["cpu", "cuda"], default=None)
 
     cmp = sub.add_parser("compare", help="what got faster, slower, fixed or broken between two runs")
     cmp.add_argument("run_a")
@@ -201,6 +209,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         results = db.results(run.run_id)
         results_file.rewrite(results)
         (out_dir / "run.json").write_text(run.model_dump_json(indent=2))
+        if args.feedback:
+            args.feedback.write_text(to_feedback_jsonl(results))
         index = render_site(run, results, lambda r: db.code(r.candidate_hash), out_dir)
     print(summary_table(results))
     print(f"results: {results_file.path}\nreport:  {index}\ndatabase: {args.db} (run {run.run_id})")
@@ -255,6 +265,50 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def explanation(result: Result) -> str:
+    lines = [f"{result.candidate} ({result.problem}): {result.status.value}"
+             + (f", {_format_speedup_value(result.speedup)}" if result.speedup is not None else "")]
+    if result.error:
+        lines.append(f"  reason: {result.error}")
+    if result.diagnosis:
+        d = result.diagnosis
+        lines += [f"  cause:  {d.category}: {d.summary}", f"  hint:   {d.hint}"]
+        lines += [f"  | {line}" for line in d.evidence]
+        if d.other_causes:
+            lines.append(f"  also:   {', '.join(d.other_causes)}")
+    return "\n".join(lines)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    path = args.path.resolve()
+    if not path.is_file():
+        raise UsageError(f"{args.path} is not a file")
+    source_hash = read_candidate(path, path.name, None).source_hash
+    with _open_db(args.db) as db:
+        result = db.latest_result(source_hash)
+    if result is None:  # never judged: evaluate just this file, in its own run
+        root = path.parent if KERNELBENCH_NAME.match(path.name) else path.parent.parent
+        problems, candidates = _discover(args.problems, root)
+        mine = [c for c in candidates if Path(c.path) == path]
+        if not mine or mine[0].problem_id is None:
+            raise UsageError(f"{args.path} names no problem in {args.problems}")
+        problems = [p for p in problems if p.id == mine[0].problem_id]
+        eval_args = build_parser().parse_args(["eval", str(root), "--problems", str(args.problems), "--db", str(args.db),
+                                               "--problem", mine[0].problem_id]
+                                              + (["--device", args.device] if args.device else []))
+        config = _config(eval_args)
+        with _open_db(args.db) as db:
+            run, out_dir, _ = _start_run(eval_args, db, config)
+            db.save_run(run, out_dir)
+            _evaluate(mine, problems, config, default_build_root(), run.run_id,
+                      lambda r: db.record(r, problems[0], mine[0]))
+            run.finished_at = now()
+            db.save_run(run, out_dir)
+            result = db.latest_result(source_hash)
+    print(explanation(result))
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     with _open_db(args.db) as db:
         before = _run_results(db, args.run_a)[2]
@@ -290,7 +344,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     commands = {"eval": cmd_eval, "list": cmd_list, "report": cmd_report, "compare": cmd_compare,
-                "export": cmd_export}
+                "export": cmd_export, "explain": cmd_explain}
     try:
         return commands[args.command](args)
     except UsageError as exc:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .build import extensions_dir
 from .check import compare_outputs
+from .diagnose import diagnose
 from .protocol import Command, ParamDigest, Reply, WorkerJob
 from .records import Candidate, EvalConfig, Problem, Result, Status, TimingStats
 from .sandbox import Worker, WorkerStopped
@@ -130,10 +131,18 @@ class CandidateRun:
             self._fail(Status.rejected, reply.rejected)
             self.result.flags.append("not_plain_tensor")
         else:
-            verdict = classify_failure(reply.failure, worker.log_head(), self.config.device)
+            verdict = classify_failure(reply.failure, worker.log_head(), self.config.device, self._candidate_text())
             self._fail(verdict.status, verdict.error, verdict.evidence)
+            self.result.compiler_diagnostics = verdict.diagnostics
             self.result.phase = reply.failure.phase
         return True
+
+    def _candidate_text(self) -> str:
+        """The file as found (a transcript too), so compiler lines map to lines a person can open."""
+        try:
+            return Path(self.candidate.path).read_text(errors="replace")
+        except OSError:
+            return self.candidate.code or ""
 
     def _evaluate(self, worker: Worker) -> None:
         self.result.phase = "load"
@@ -179,12 +188,17 @@ class CandidateRun:
 
 def evaluate_problem(problem: Problem, candidates: list[Candidate], config: EvalConfig, build_root: Path,
                      run_id: str, on_result: Callable[[Result], None]) -> None:
-    """Give every candidate of one problem exactly one Result, passed to `on_result` as soon as known."""
+    """Give every candidate of one problem exactly one Result, diagnosed, passed to `on_result`
+    as soon as known."""
+    def emit(result: Result, candidate: Candidate) -> None:
+        result.diagnosis = diagnose(result, candidate.code)
+        on_result(result)
+
     pending = []
     for candidate in candidates:
         early = early_verdict(candidate, config, run_id)
         if early is not None:
-            on_result(early)
+            emit(early, candidate)
         else:
             pending.append(candidate)
     if not pending:
@@ -194,13 +208,13 @@ def evaluate_problem(problem: Problem, candidates: list[Candidate], config: Eval
     try:
         reference.start(config.seed)
         while remaining:
-            on_result(CandidateRun(problem, remaining[0], config, build_root, reference, run_id).run())
+            emit(CandidateRun(problem, remaining[0], config, build_root, reference, run_id).run(), remaining[0])
             remaining.pop(0)
     except ReferenceFailed as failed:
         reason = f"not judged: the {str(failed).splitlines()[0]}"
         for candidate in remaining:
-            on_result(Result(run_id=run_id, problem=problem.id, candidate=candidate.rel_path, status=Status.skipped,
-                             error=reason, kind=candidate.kind, candidate_hash=candidate.source_hash,
-                             code_hash=candidate.code_hash, problem_hash=problem.source_hash))
+            emit(Result(run_id=run_id, problem=problem.id, candidate=candidate.rel_path, status=Status.skipped,
+                        error=reason, kind=candidate.kind, candidate_hash=candidate.source_hash,
+                        code_hash=candidate.code_hash, problem_hash=problem.source_hash), candidate)
     finally:
         reference.close()

@@ -17,6 +17,23 @@ CSV_COLUMNS = ["problem", "candidate", "status", "speedup", "error", "flags", "p
 NOT_COMPILED = {Status.compile_error, Status.load_error}
 
 
+def feedback(result: Result) -> dict:
+    """What a generator needs back about one candidate, compactly: verdict, cause, hint, the key
+    error lines, the error size and the speedup."""
+    diagnosis = result.diagnosis
+    return {
+        "problem": result.problem, "candidate": result.candidate, "verdict": result.status.value,
+        "reason": result.error, "cause": diagnosis.category if diagnosis else None,
+        "summary": diagnosis.summary if diagnosis else None, "hint": diagnosis.hint if diagnosis else None,
+        "key_lines": diagnosis.evidence[:3] if diagnosis else [], "max_abs_err": result.max_abs_err,
+        "speedup": result.speedup,
+    }
+
+
+def to_feedback_jsonl(results: list[Result]) -> str:
+    return "".join(json.dumps(feedback(r), separators=(",", ":")) + "\n" for r in results)
+
+
 def to_jsonl(results: list[Result]) -> str:
     return "".join(r.model_dump_json() + "\n" for r in results)
 

@@ -118,6 +118,33 @@ class CheckResult(BaseModel):
     total_elements: int | None = None
 
 
+class CompilerDiagnostic(BaseModel):
+    """One compiler message, located in the generated source and, where found, in the candidate file."""
+
+    severity: str  # error, fatal error, warning
+    message: str
+    file: str | None = None  # base name as the compiler printed it (main.cpp, cuda.cu, a header)
+    line: int | None = None
+    column: int | None = None
+    in_candidate: bool = False  # in the candidate's own sources rather than a header
+    candidate_line: int | None = None  # the line of the candidate file this source line came from
+
+    def one_line(self) -> str:
+        where = f"{self.file}:{self.line}: " if self.file and self.line else ""
+        origin = f" (candidate line {self.candidate_line})" if self.candidate_line else ""
+        return f"{where}{self.severity}: {self.message}{origin}"
+
+
+class Diagnosis(BaseModel):
+    """Why a candidate failed, in one line, with a hint that fixes it."""
+
+    category: str
+    summary: str
+    hint: str
+    evidence: list[str] = Field(default_factory=list)
+    other_causes: list[str] = Field(default_factory=list)  # further categories that also apply
+
+
 class Result(BaseModel):
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -138,6 +165,8 @@ class Result(BaseModel):
     timing: TimingStats | None = None
     reference_timing: TimingStats | None = None
     evidence: list[str] = Field(default_factory=list)  # compiler lines, traceback tail, signal
+    compiler_diagnostics: list[CompilerDiagnostic] = Field(default_factory=list)
+    diagnosis: Diagnosis | None = None
     log_tail: str | None = None
     elapsed_s: float = 0.0
     recorded_at: str | None = None

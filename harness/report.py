@@ -75,6 +75,15 @@ def speedup_histogram_svg(results: list[Result]) -> Markup:
     return Markup("".join(parts))
 
 
+def cause_counts(results: list[Result]) -> list[tuple[str, int]]:
+    """How often each diagnosed cause occurs in a run, most common first."""
+    counts: dict[str, int] = {}
+    for result in results:
+        if result.diagnosis:
+            counts[result.diagnosis.category] = counts.get(result.diagnosis.category, 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
 def timing_histogram_svg(candidate: TimingStats | None, reference: TimingStats | None) -> Markup:
     """Both sample distributions on one axis: where they overlap, the speedup is noise."""
     series = [(s, colour, name) for s, colour, name in ((candidate, "#3b6fd8", "candidate"),
@@ -126,7 +135,7 @@ def render_site(run: RunInfo | None, results: list[Result], code_for: Callable[[
     index = out_dir / "index.html"
     index.write_text(env.get_template("index.html.j2").render(
         run=run, summary=summarize(results), problems=group_by_problem(results), statuses=list(Status),
-        chart=speedup_histogram_svg(results), page_name=page_name,
+        chart=speedup_histogram_svg(results), page_name=page_name, causes=cause_counts(results),
     ), encoding="utf-8")
     return index
 

@@ -10,9 +10,9 @@ from collections import Counter
 
 from pydantic import BaseModel
 
-from .build import compiler_errors, is_build_failure
+from .build import is_build_failure, locate_in_candidate, parse_compiler_output, source_lines_by_file
 from .protocol import Failure
-from .records import Result, Status, TimingStats
+from .records import CompilerDiagnostic, Result, Status, TimingStats
 
 NO_CUDA = re.compile(r"Torch not compiled with CUDA|No CUDA GPUs are available|CUDA_HOME environment variable|"
                      r"Found no NVIDIA driver|No module named 'triton'|cannot find CUDA|nvcc: not found", re.IGNORECASE)
@@ -24,6 +24,7 @@ class Verdict(BaseModel):
     status: Status
     error: str
     evidence: list[str]
+    diagnostics: list[CompilerDiagnostic] = []
 
 
 def one_line(text: str) -> str:
@@ -42,15 +43,18 @@ def demangle(symbol: str) -> str:
         return symbol
 
 
-def classify_failure(failure: Failure, log: str, device: str) -> Verdict:
+def classify_failure(failure: Failure, log: str, device: str, candidate_text: str = "") -> Verdict:
     """A worker exception as a verdict. Build failures are recognised wherever load_inline ran
     (at import or in __init__), and the log is read too because verbose=True builds print the
     compiler's output instead of attaching it to the exception."""
     message = failure.message
     if is_build_failure(failure.exc_type, message):
-        errors = compiler_errors(message + "\n" + log)
-        first = errors[0] if errors else "the extension build failed; no compiler error line was found (see the log)"
-        return Verdict(status=Status.compile_error, error=first, evidence=errors)
+        output = message + "\n" + log
+        diagnostics = locate_in_candidate(parse_compiler_output(output), source_lines_by_file(output), candidate_text)
+        first = diagnostics[0].one_line() if diagnostics else \
+            "the extension build failed; no compiler error line was found (see the log)"
+        return Verdict(status=Status.compile_error, error=first, evidence=[d.one_line() for d in diagnostics[:8]],
+                       diagnostics=diagnostics)
     evidence = failure.traceback
     if device == "cpu" and NO_CUDA.search(message):
         return Verdict(status=Status.skipped, error=f"needs a CUDA GPU; this run is on CPU ({one_line(message)})",

@@ -153,6 +153,12 @@ class Database:
         rows = self.conn.execute("SELECT problem_hash, candidate_hash FROM results WHERE run_id = ?", (run_id,))
         return {(r[0], r[1]) for r in rows}
 
+    def latest_result(self, candidate_hash: str) -> Result | None:
+        """The most recent judgement of a file with this content, in any run."""
+        row = self.conn.execute("SELECT record_json FROM results WHERE candidate_hash = ? "
+                                "ORDER BY recorded_at DESC LIMIT 1", (candidate_hash,)).fetchone()
+        return Result.model_validate_json(row[0]) if row else None
+
     def code(self, candidate_hash: str) -> str | None:
         row = self.conn.execute("SELECT code FROM candidates WHERE candidate_hash = ?", (candidate_hash,)).fetchone()
         return row[0] if row else None

@@ -1,6 +1,6 @@
 """Worker failures become verdicts with a one-line, actionable reason."""
 
-from harness.build import compiler_errors, extensions_dir
+from harness.build import extensions_dir, parse_compiler_output
 from harness.protocol import Failure
 from harness.records import Result, Status, TimingStats
 from harness.score import classify_failure, speedup, summarize
@@ -23,9 +23,11 @@ def fail(phase, exc_type, message):
 def test_build_failure_gives_the_first_error_in_the_candidates_own_source():
     verdict = classify_failure(fail("load", "RuntimeError", "Error building extension 'conv'"), NINJA_LOG, "cuda")
     assert verdict.status is Status.compile_error
-    assert verdict.error == "main.cpp:4:57: error: 'custom_conv2d_cuda' was not declared in this scope"
-    assert verdict.evidence[1].startswith("cuda.cu(119): error")
-    assert verdict.evidence[-1].startswith("conv.h:104:27")  # header errors rank after the candidate's own
+    assert verdict.error == "main.cpp:4: error: 'custom_conv2d_cuda' was not declared in this scope"
+    assert verdict.evidence[1].startswith("cuda.cu:119: error")
+    assert verdict.evidence[-1].startswith("conv.h:104")  # header errors rank after the candidate's own
+    first = verdict.diagnostics[0]
+    assert (first.file, first.line, first.column, first.severity, first.in_candidate) == ("main.cpp", 4, 57, "error", True)
 
 
 def test_build_failure_inside_init_is_still_a_compile_error():
@@ -61,10 +63,24 @@ def test_error_is_one_line_and_bounded():
     assert len(long.error) < 400
 
 
-def test_compiler_errors_without_location_and_noise():
-    assert compiler_errors("ninja: build stopped: subcommand failed.\n") == []
-    assert compiler_errors("nvcc fatal   : Unsupported gpu architecture 'compute_99'\nerror: bad flag\n") \
-        == ["error: bad flag"]
+def test_compiler_output_without_location_noise_and_warnings():
+    assert parse_compiler_output("ninja: build stopped: subcommand failed.\n") == []
+    found = parse_compiler_output("x.cpp:3:1: warning: unused variable\n"
+                                  "ptxas error   : Entry function 'k' uses too much shared data (0x10000 bytes)\n"
+                                  "main.o: undefined reference to `foo()'\n")
+    assert [d.one_line() for d in found] == [
+        "error: Entry function 'k' uses too much shared data (0x10000 bytes)", "error: undefined reference to `foo()'"]
+
+
+def test_compiler_lines_map_back_to_the_candidate_file(tmp_path):
+    generated = tmp_path / "build" / "ext" / "main.cpp"
+    generated.parent.mkdir(parents=True)
+    generated.write_text("#include <torch/extension.h>\nint x = 1;\nreturn broken_call(x);\n")
+    transcript = 'Reasoning...\n```python\nsrc = """\nint x = 1;\nreturn broken_call(x);\n"""\n```\n'
+    log = f"{generated}:3:8: error: 'broken_call' was not declared in this scope\n"
+    verdict = classify_failure(fail("load", "RuntimeError", "Error building extension 'ext'"), log, "cpu", transcript)
+    assert verdict.diagnostics[0].candidate_line == 5
+    assert verdict.error.endswith("(candidate line 5)")
 
 
 def test_extension_dirs_differ_by_code():

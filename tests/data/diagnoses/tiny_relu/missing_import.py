@@ -1,0 +1,3 @@
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.clamp_min(0)

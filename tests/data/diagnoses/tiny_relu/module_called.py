@@ -1,0 +1,10 @@
+import types
+
+import torch.nn as nn
+
+relu_ext = types.ModuleType("relu_ext")  # stands in for what load_inline returns
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return relu_ext(x)
