@@ -23,7 +23,7 @@ SEED_VERDICTS = {
 def shipped(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gpu")
     code = main(["eval", str(REPO / "candidates"), "--problems", str(REPO / "problems"), "--out", str(tmp / "out"),
-                 "--device", "cuda", "--trials", "20", "--build-dir", str(tmp / "build")])
+                 "--device", "cuda", "--trials", "20", "--build-dir", str(tmp / "build"), "--db", str(tmp / "h.db")])
     assert code == 0
     return {r["candidate"]: r for r in map(json.loads, (tmp / "out" / "results.jsonl").read_text().splitlines())}
 
@@ -48,7 +48,8 @@ def test_fused_kernel_beats_pytorch(shipped):
 
 def test_wrong_and_crashing_candidates_on_gpu(tmp_path):
     code = main(["eval", str(DATA / "candidates"), "--problems", str(DATA / "problems"), "--out", str(tmp_path),
-                 "--device", "cuda", "--trials", "3", "--timeout", "30", "--build-dir", str(tmp_path / "b")])
+                 "--device", "cuda", "--trials", "3", "--timeout", "30", "--build-dir", str(tmp_path / "b"),
+                 "--db", str(tmp_path / "h.db")])
     assert code == 0
     results = {r["candidate"]: r["status"] for r in map(json.loads, (tmp_path / "results.jsonl").read_text().splitlines())}
     assert results["tiny_relu/mismatch.py"] == "mismatch"
@@ -57,3 +58,50 @@ def test_wrong_and_crashing_candidates_on_gpu(tmp_path):
     assert results["tiny_relu/crash.py"] == "crash"
     assert results["tiny_relu/ok_cpp.py"] == "skipped"  # a CPU C++ kernel on a GPU run
     assert results["tiny_linear/wrong_init.py"] == "mismatch"
+
+
+# For each seed: the diagnosed cause, and the edit its hint asks for (old text -> new text).
+SEED_FIXES = {
+    "conv2d_square/000_e04650da845c912a.txt": ("extern_c_linkage", [('extern "C" __host__', "__host__")]),
+    "conv2d_square/001_fe76667a27343746.txt": ("nonexistent_api", [
+        ("torch::cuda::getCurrentCUDAStream()", "at::cuda::getCurrentCUDAStream()"),
+        ("#include <cuda_runtime.h>", "#include <cuda_runtime.h>\n#include <ATen/cuda/CUDAContext.h>"),
+        ('cpp_sources=[""]', 'cpp_sources=["torch::Tensor conv2d_cuda(torch::Tensor input, torch::Tensor weight, '
+                             'torch::Tensor bias, int padding, int stride);"]')]),
+    "conv2d_square/002_af9bec9bd9895a43.txt": ("missing_declaration", [
+        ('cpp_sources=""', 'cpp_sources="torch::Tensor custom_conv2d_cuda(torch::Tensor input, torch::Tensor weight, '
+                           'torch::Tensor bias, int stride, int padding, int dilation, int groups);"')]),
+    "conv2d_asym_input/003_6104c7e189fce0ef.txt": ("module_called", [
+        ("return self.conv2d_cuda(x,", "return self.conv2d_cuda.conv2d_cuda(x,")]),
+    "conv2d_asym_kernel/004_6be3e13551aa2980.txt": ("cxx_standard", [
+        ('extra_cflags=["-std=c++14"]', "extra_cflags=[]"), ('extra_cuda_cflags=["-std=c++14"]', "extra_cuda_cflags=[]")]),
+}
+
+
+def test_seeds_get_the_right_cause(shipped):
+    for name, (category, _) in SEED_FIXES.items():
+        diagnosis = shipped[name]["diagnosis"]
+        assert diagnosis["category"] == category, (name, diagnosis)
+    assert "missing_declaration" in shipped["conv2d_square/001_fe76667a27343746.txt"]["diagnosis"]["other_causes"]
+
+
+def test_applying_each_hint_removes_its_cause(tmp_path):
+    from harness.candidates import read_candidate
+
+    for name, (_, edits) in SEED_FIXES.items():
+        code = read_candidate(REPO / "candidates" / name, name, None).code
+        for old, new in edits:
+            assert old in code, (name, old)
+            code = code.replace(old, new, 1)
+        fixed = tmp_path / "fixed" / name.replace(".txt", "_fixed.py")
+        fixed.parent.mkdir(parents=True, exist_ok=True)
+        fixed.write_text(code)
+    assert main(["eval", str(tmp_path / "fixed"), "--problems", str(REPO / "problems"), "--out", str(tmp_path / "out"),
+                 "--device", "cuda", "--trials", "10", "--db", str(tmp_path / "h.db"),
+                 "--build-dir", str(tmp_path / "build")]) == 0
+    after = {r["candidate"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
+    for name, (category, _) in SEED_FIXES.items():
+        before, now = SEED_VERDICTS[name][0], after[name.replace(".txt", "_fixed.py")]
+        print(f"{name}: {before} ({category}) -> {now['status']} ({(now['diagnosis'] or {}).get('category')}) "
+              f"{now['error'] or ''} speedup={now['speedup']}")
+        assert now["status"] != before or now["diagnosis"]["category"] != category, (name, now["error"])
