@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--atol", type=float, default=None, help="override every problem's absolute tolerance")
     ev.add_argument("--rtol", type=float, default=None, help="override every problem's relative tolerance")
     ev.add_argument("--seed", type=int, default=42)
+    ev.add_argument("--strict-shapes", action="store_true",
+                    help="a candidate correct only at the problem's own sizes is a mismatch, not just flagged")
     ev.add_argument("--problem", action="append", default=None, help="only this problem id (repeatable)")
     ev.add_argument("--build-dir", type=Path, default=None, help=f"extension build cache (default {default_build_root()})")
     ev.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database (default %(default)s)")
@@ -96,7 +98,8 @@ def _config(args: argparse.Namespace) -> EvalConfig:
     try:
         return EvalConfig(device=device, precision=args.precision, baseline=args.baseline,
                           correctness_trials=args.correctness_trials, warmup=args.warmup, trials=args.trials,
-                          timeout_s=args.timeout, build_timeout_s=args.build_timeout, seed=args.seed, atol=args.atol, rtol=args.rtol)
+                          timeout_s=args.timeout, build_timeout_s=args.build_timeout, seed=args.seed,
+                          strict_shapes=args.strict_shapes, atol=args.atol, rtol=args.rtol)
     except ValueError as exc:
         raise UsageError(str(exc).splitlines()[-1]) from None
 

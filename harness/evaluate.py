@@ -15,13 +15,32 @@ from pathlib import Path
 from .build import extensions_dir
 from .check import compare_outputs
 from .diagnose import diagnose
-from .protocol import Command, ParamDigest, Reply, WorkerJob
+from .integrity import fallback_evidence, mutated_inputs
+from .protocol import Command, ParamDigest, Profile, Reply, WorkerJob
 from .records import Candidate, EvalConfig, Problem, Result, Status, TimingStats
 from .sandbox import Worker, WorkerStopped
 from .score import classify_failure, speedup
 
 LOG_TAIL_CHARS = 4000
 TRIAL_SEED_OFFSET = 1000  # trial inputs use seeds apart from the init seed
+WALL_SLACK_MS = 0.05  # per call: jitter between the parent's clock and a worker's
+WALL_FIXED_MS = 50.0  # per timing command: message round trips and one-time lazy initialisation
+
+
+def timed_request(worker: Worker, seed: int, trials: int, phase: str) -> tuple[Reply, float]:
+    """Warm up, then time; returns the reply and the parent's own wall time per timed call."""
+    warm = worker.request(Command(op="warmup", seed=seed), phase)
+    if not warm.ok:
+        return warm, 0.0
+    began = time.perf_counter()
+    reply = worker.request(Command(op="time", seed=seed), phase)
+    return reply, (time.perf_counter() - began) * 1000 / trials
+
+
+def wall_floor_ms(wall_ms_per_call: float, trials: int, overhead_ms: float) -> float:
+    """Least time per call the parent's clock allows a worker to claim: the wall time per call,
+    less a fixed allowance per command, the harness's per-call overhead and some slack."""
+    return wall_ms_per_call - WALL_FIXED_MS / trials - 1.5 * overhead_ms - WALL_SLACK_MS
 
 
 class ReferenceFailed(Exception):
@@ -67,6 +86,9 @@ class ReferenceRunner:
         self.worker = Worker(worker_job("reference", problem, config), None, extensions_dir(build_root, problem.source_hash), config.timeout_s)
         self.params: list[ParamDigest] = []
         self.timing: TimingStats | None = None
+        self.profile: Profile | None = None
+        self.wall_ms_per_call = 0.0
+        self.alt_sizes: dict[str, int] | None = None
 
     def _checked(self, reply_fn: Callable[[], Reply], what: str) -> Reply:
         try:
@@ -79,14 +101,24 @@ class ReferenceRunner:
         return reply
 
     def start(self, seed: int) -> None:
-        self.params = self._checked(lambda: self.worker.reply("reference load", self.config.build_timeout_s), "load").params or []
-        self.timing = self._checked(lambda: self.worker.request(Command(op="time", seed=seed), "reference timing"),
-                                    "timing").timing
-
-    def outputs(self, seed: int):
-        reply = self._checked(lambda: self.worker.request(Command(op="trial", seed=seed), "reference trial"), "trial")
+        loaded = self._checked(lambda: self.worker.reply("reference load", self.config.build_timeout_s), "load")
+        self.params, self.alt_sizes = loaded.params or [], loaded.alt_sizes
         try:
-            return self.worker.open_outputs(reply.outputs or [], "reference trial")
+            reply, self.wall_ms_per_call = timed_request(self.worker, seed, self.config.trials, "reference timing")
+        except WorkerStopped as stopped:
+            raise ReferenceFailed(f"reference timing: {stopped.stop.error}") from None
+        self.timing = self._checked(lambda: reply, "timing").timing
+        self.profile = self._request(Command(op="profile", seed=seed), "profile").profile
+
+    def _request(self, command: Command, what: str) -> Reply:
+        return self._checked(lambda: self.worker.request(command, f"reference {what}"), what)
+
+    def outputs(self, command: Command) -> tuple[list, list]:
+        """The reference's outputs for a trial command, and its inputs (as generated)."""
+        reply = self._request(command, "trial")
+        try:
+            return (self.worker.open_outputs(reply.outputs or [], "reference trial"),
+                    self.worker.open_outputs(reply.inputs or [], "reference trial"))
         except WorkerStopped as stopped:
             raise ReferenceFailed(f"reference trial: {stopped.stop.error}") from None
 
@@ -155,25 +187,57 @@ class CandidateRun:
         if not self._check_trials(worker):
             return
         self.result.phase = "timing"
-        timed = worker.request(Command(op="time", seed=self.config.seed), "timing")
-        if self._failed_reply(timed, worker):
+        timed, wall_ms = timed_request(worker, self.config.seed, self.config.trials, "timing")
+        if self._failed_reply(timed, worker) or not self._check_timed_samples(worker, timed.sampled or []):
             return
-        self.result.timing = timed.timing
-        self.result.speedup = speedup(self.reference.timing, timed.timing)
+        self._note_threads(timed)
+        self.result.timing, self.result.wall_ms_per_call = timed.timing, round(wall_ms, 6)
+        self.result.reference_wall_ms_per_call = round(self.reference.wall_ms_per_call, 6)
+        candidate_ms = self._vouched_median_ms()
+        self.result.phase = "profile"
+        if not self._check_no_fallback(worker):
+            return
+        self.result.phase = "shapes"
+        if not self._check_other_shapes(worker):
+            return
+        self.result.speedup = speedup(self.reference.timing.median_ms, candidate_ms)
         self.result.phase = None
 
+    def _reject(self, flag: str, error: str, evidence: list[str] | None = None) -> bool:
+        self._fail(Status.rejected, error, evidence)
+        self.result.flags.append(flag)
+        return False
+
+    def _note_threads(self, reply: Reply) -> None:
+        if reply.threads_alive and "threads_left_running" not in self.result.flags:
+            self.result.flags.append("threads_left_running")
+
+    def _compare(self, worker: Worker, command: Command, phase: str) -> tuple[bool, object]:
+        """Reference first (idle while the candidate runs), then the candidate; compare in place.
+        Returns (False, None) when the verdict is already decided."""
+        expected, expected_inputs = self.reference.outputs(command)
+        reply = worker.request(command, phase)
+        if self._failed_reply(reply, worker):
+            return False, None
+        self._note_threads(reply)
+        actual = worker.open_outputs(reply.outputs or [], phase)
+        actual_inputs = worker.open_outputs(reply.inputs or [], phase)
+        changed = mutated_inputs(expected_inputs, actual_inputs)
+        check = compare_outputs(expected, actual, self.config.tolerance_for(self.problem))
+        del expected, actual, expected_inputs, actual_inputs  # drop IPC mappings before the workers release memory
+        if changed:
+            return self._reject("input_mutation", f"forward changed its input(s) {changed}: inputs must be left as "
+                                "they are"), None
+        return True, check
+
     def _check_trials(self, worker: Worker) -> bool:
-        tolerance = self.config.tolerance_for(self.problem)
         trials = self.config.correctness_trials
         for trial in range(trials):
-            seed = self.config.seed + TRIAL_SEED_OFFSET + trial
-            expected = self.reference.outputs(seed)  # reference first; it is idle while the candidate runs
-            reply = worker.request(Command(op="trial", seed=seed), "correctness")
-            if self._failed_reply(reply, worker):
+            # Fresh input values every trial: a stale buffer or a cached answer cannot pass twice.
+            decided, check = self._compare(worker, Command(op="trial", seed=self.config.seed + TRIAL_SEED_OFFSET + trial),
+                                           "correctness")
+            if not decided:
                 return False
-            actual = worker.open_outputs(reply.outputs or [], "correctness")
-            check = compare_outputs(expected, actual, tolerance)
-            del expected, actual  # drop the IPC mappings before the workers release the memory
             self.result.max_abs_err = max(self.result.max_abs_err or 0.0, check.max_abs_err or 0.0)
             self.result.max_rel_err = max(self.result.max_rel_err or 0.0, check.max_rel_err or 0.0)
             if not check.passed:
@@ -183,6 +247,78 @@ class CandidateRun:
                 self._fail(Status.mismatch, error)
                 return False
             self.result.trials_passed = trial + 1
+        return True
+
+    def _check_timed_samples(self, worker: Worker, sampled: list[int]) -> bool:
+        """The outputs of randomly chosen timed calls (each on fresh input values) must be right
+        too: a candidate that caches, or behaves differently when timed, fails here."""
+        tolerance = self.config.tolerance_for(self.problem)
+        for index in sampled:
+            expected, _ = self.reference.outputs(Command(op="trial", seed=self.config.seed, roll=index))
+            reply = worker.request(Command(op="sample", index=index), "timing")
+            if self._failed_reply(reply, worker):
+                return False
+            check = compare_outputs(expected, worker.open_outputs(reply.outputs or [], "timing"), tolerance)
+            del expected
+            if not check.passed:
+                return self._reject("inconsistent_when_timed", f"timed call {index} returned a wrong output "
+                                    f"({check.reason}), though the correctness trials passed")
+        return True
+
+    def _vouched_median_ms(self) -> float:
+        """The candidate's median as far as the parent's own clock can vouch for it. A worker can
+        report anything (a candidate may patch clocks or forge the timing message), but it cannot
+        make the parent's clock run slower: when the report falls far below what that clock saw
+        per call, less the harness's per-call overhead (measured on the reference the same way),
+        the speedup uses that floor instead, and the result is flagged."""
+        reference, reported = self.reference.timing, self.result.timing.median_ms
+        overhead = max(0.0, self.reference.wall_ms_per_call - reference.median_ms) if reference else 0.0
+        floor = wall_floor_ms(self.result.wall_ms_per_call, self.config.trials, overhead)
+        if reported >= 0.5 * floor:
+            return reported
+        self.result.flags.append("timing_disagrees")
+        self.result.evidence.append(f"the worker reported {reported:.4g} ms per call; the harness's clock saw "
+                                    f"{self.result.wall_ms_per_call:.4g} ms per call ({overhead:.3g} ms of it "
+                                    f"harness overhead): the speedup uses {floor:.4g} ms")
+        return floor
+
+    def _check_no_fallback(self, worker: Worker) -> bool:
+        reply = worker.request(Command(op="profile", seed=self.config.seed), "profile")
+        if self._failed_reply(reply, worker):
+            return False
+        evidence = fallback_evidence(self.reference.profile, reply.profile) if self.reference.profile else []
+        if evidence:
+            return self._reject("reference_fallback", f"forward computes with PyTorch's own kernels: {evidence[0]}",
+                                evidence)
+        return True
+
+    def _check_other_shapes(self, worker: Worker) -> bool:
+        """Correct at the official shape only: flagged, or a mismatch under --strict-shapes."""
+        sizes = self.reference.alt_sizes
+        if not sizes:
+            return True
+        command = Command(op="trial", seed=self.config.seed + TRIAL_SEED_OFFSET, sizes=sizes)
+        expected, _ = self.reference.outputs(command)
+        try:
+            reply = worker.request(command, "shapes")
+        except WorkerStopped as stopped:
+            reply, problem = None, stopped.stop.error
+        if reply is not None and reply.ok:
+            check = compare_outputs(expected, worker.open_outputs(reply.outputs or [], "shapes"),
+                                    self.config.tolerance_for(self.problem))
+            worker.open_outputs(reply.inputs or [], "shapes")
+            problem = None if check.passed else check.reason
+        elif reply is not None:
+            problem = reply.rejected or (f"{reply.failure.exc_type}: {reply.failure.message}"[:200] if reply.failure else "failed")
+        del expected
+        if problem is None:
+            return True
+        what = ", ".join(f"{k}={v}" for k, v in sizes.items())
+        self.result.flags.append("shape_specialized")
+        if self.config.strict_shapes:
+            self._fail(Status.mismatch, f"correct at the benchmark's shape only; at {what}: {problem}")
+            return False
+        self.result.evidence.append(f"at {what}: {problem}")
         return True
 
 

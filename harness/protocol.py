@@ -39,8 +39,11 @@ class WorkerJob(BaseModel):
 
 
 class Command(BaseModel):
-    op: Literal["trial", "time", "exit"]
+    op: Literal["trial", "warmup", "time", "sample", "profile", "exit"]
     seed: int = 0
+    roll: int | None = None  # trial: the inputs as timed call `roll` saw them (see worker.roll_inputs)
+    sizes: dict[str, int] | None = None  # trial: other values for the problem's input-size constants
+    index: int = 0  # sample: which kept timed-call output
 
 
 class Failure(BaseModel):
@@ -70,16 +73,35 @@ class TensorRef(BaseModel):
     ipc: list[str | int | bool | None] | None = None
 
 
+class Profile(BaseModel):
+    """What one forward call ran: ATen operators and device kernels, by name."""
+
+    ops: list[str]
+    kernels: list[str]
+
+
 class Reply(BaseModel):
     ok: bool
     failure: Failure | None = None
     rejected: str | None = None  # outputs that are not plain tensors
     params: list[ParamDigest] | None = None
+    alt_sizes: dict[str, int] | None = None  # reference: other input sizes to check candidates at
     outputs: list[TensorRef] | None = None
+    inputs: list[TensorRef] | None = None  # trial: the inputs after forward, to catch mutation
     timing: TimingStats | None = None
+    sampled: list[int] | None = None  # time: the timed calls whose outputs are kept for checking
+    profile: Profile | None = None
+    threads_alive: int = 0  # Python threads besides the main one after the command
 
 
 REPLY = TypeAdapter(Reply)
+# What a successful reply to each command must carry; anything else is a broken (or forged) message.
+REQUIRED_FIELDS = {"trial": ("outputs", "inputs"), "warmup": (), "time": ("timing", "sampled"), "sample": ("outputs",),
+                   "profile": ("profile",)}
+
+
+def fits(command: Command, reply: Reply) -> bool:
+    return not reply.ok or all(getattr(reply, field) is not None for field in REQUIRED_FIELDS[command.op])
 
 
 def send_model(conn: Connection, message: BaseModel) -> None:

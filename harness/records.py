@@ -85,6 +85,7 @@ class EvalConfig(BaseModel):
     timeout_s: float = Field(300.0, gt=0)  # each run phase: a trial, the timing
     build_timeout_s: float = Field(900.0, gt=0)  # import, which includes compiling
     seed: int = 42
+    strict_shapes: bool = False  # a candidate correct only at the official shape is a mismatch
     atol: float | None = None  # global override; else per problem; else per precision
     rtol: float | None = None
 
@@ -164,6 +165,10 @@ class Result(BaseModel):
     trials_passed: int = 0
     timing: TimingStats | None = None
     reference_timing: TimingStats | None = None
+    # The harness's own clock around the timed calls, per call, overhead included: a bound on the
+    # timings reported from inside the workers.
+    wall_ms_per_call: float | None = None
+    reference_wall_ms_per_call: float | None = None
     evidence: list[str] = Field(default_factory=list)  # compiler lines, traceback tail, signal
     compiler_diagnostics: list[CompilerDiagnostic] = Field(default_factory=list)
     diagnosis: Diagnosis | None = None

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from pydantic import BaseModel, ValidationError
 
-from .protocol import REPLY, Command, Reply, TensorRef, WorkerJob, open_tensor, send_model
+from .protocol import REPLY, Command, Reply, TensorRef, WorkerJob, fits, open_tensor, send_model
 from .records import Status
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
@@ -156,7 +156,10 @@ class Worker:
             send_model(self.conn, command)
         except OSError:
             raise self._stopped(Status.crash, f"worker {describe_exit(self.process.wait())} before {phase}") from None
-        return self.reply(phase)
+        reply = self.reply(phase)
+        if not fits(command, reply):
+            raise self._stopped(Status.crash, f"worker answered {command.op} with the wrong kind of message during {phase}")
+        return reply
 
     def open_outputs(self, refs: list[TensorRef], phase: str) -> list[torch.Tensor]:
         tensors = []

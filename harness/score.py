@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from .build import is_build_failure, locate_in_candidate, parse_compiler_output, source_lines_by_file
 from .protocol import Failure
-from .records import CompilerDiagnostic, Result, Status, TimingStats
+from .records import CompilerDiagnostic, Result, Status
 
 NO_CUDA = re.compile(r"Torch not compiled with CUDA|No CUDA GPUs are available|CUDA_HOME environment variable|"
                      r"Found no NVIDIA driver|No module named 'triton'|cannot find CUDA|nvcc: not found", re.IGNORECASE)
@@ -74,8 +74,9 @@ def classify_failure(failure: Failure, log: str, device: str, candidate_text: st
                    evidence=evidence)
 
 
-def speedup(reference: TimingStats, candidate: TimingStats) -> float:
-    return reference.median_ms / candidate.median_ms if candidate.median_ms > 0 else math.inf
+def speedup(reference_ms: float, candidate_ms: float) -> float:
+    """Reference median over candidate median."""
+    return reference_ms / candidate_ms if candidate_ms > 0 else math.inf
 
 
 class RunSummary(BaseModel):

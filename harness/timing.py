@@ -1,4 +1,10 @@
-"""Time a forward call: CUDA events with an L2 flush on the GPU, a monotonic clock on the CPU."""
+"""Time a forward call: CUDA events with an L2 flush on the GPU, a monotonic clock on the CPU.
+
+The clocks are bound when this module is imported, which the worker does before it imports any
+candidate code: a candidate that later replaces `time.perf_counter_ns`, `torch.cuda.Event` or
+`torch.cuda.synchronize` changes nothing here. Each timed call is bracketed by device-wide
+synchronizes, so work a candidate hides on side streams is inside the measured interval.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,15 @@ import torch
 from .records import TimingStats
 
 MIN_FLUSH_BYTES = 256 * 1024 * 1024
+Hook = Callable[[int], None]
+
+# C-level functions, bound now (CPU builds of torch lack the CUDA ones; they are never called there).
+_perf_counter_ns = time.perf_counter_ns
+_EventBase = torch._C._CudaEventBase
+_record_event = getattr(_EventBase, "record", None)
+_event_elapsed_ms = getattr(_EventBase, "elapsed_time", None)
+_device_synchronize = getattr(torch._C, "_cuda_synchronize", None)
+_current_stream = torch.cuda.current_stream
 
 
 def summarize(samples_ms: list[float], clock: str) -> TimingStats:
@@ -31,35 +46,48 @@ def _l2_flush_buffer() -> torch.Tensor:
     return torch.empty(max(MIN_FLUSH_BYTES, 4 * l2_bytes), dtype=torch.uint8, device="cuda")
 
 
-def time_cuda(fn: Callable[[], object], warmup: int, trials: int) -> TimingStats:
+def time_cuda(fn: Callable[[int], object], warmup: int, trials: int, prepare: Hook = lambda i: None,
+              after: Callable[[int, object], None] = lambda i, out: None) -> TimingStats:
+    """`prepare(i)` runs before call i and `after(i, output)` after it, both outside the timed
+    interval (fresh inputs, keeping a sample of outputs)."""
     flush = _l2_flush_buffer()
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
-    for start, end in zip(starts, ends):
+    stream = _current_stream()
+    for i in range(warmup):
+        prepare(-1 - i)
+        fn(-1 - i)
+    _device_synchronize()
+    starts = [_EventBase(enable_timing=True) for _ in range(trials)]
+    ends = [_EventBase(enable_timing=True) for _ in range(trials)]
+    for i, (start, end) in enumerate(zip(starts, ends)):
+        prepare(i)
         flush.zero_()
-        start.record()
-        fn()
-        end.record()
-        # One call at a time: the next flush must not overlap this call's tail.
-        torch.cuda.synchronize()
-    return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda_event")
+        _device_synchronize()  # the device is idle: nothing earlier can leak into this call
+        _record_event(start, stream)
+        output = fn(i)
+        _device_synchronize()  # every stream, so work hidden on side streams counts
+        _record_event(end, stream)
+        after(i, output)
+    _device_synchronize()
+    return summarize([_event_elapsed_ms(s, e) for s, e in zip(starts, ends)], "cuda_event")
 
 
-def time_cpu(fn: Callable[[], object], warmup: int, trials: int) -> TimingStats:
-    for _ in range(warmup):
-        fn()
+def time_cpu(fn: Callable[[int], object], warmup: int, trials: int, prepare: Hook = lambda i: None,
+             after: Callable[[int, object], None] = lambda i, out: None) -> TimingStats:
+    for i in range(warmup):
+        prepare(-1 - i)
+        fn(-1 - i)
     samples = []
-    for _ in range(trials):
-        begin = time.perf_counter_ns()
-        fn()
-        samples.append((time.perf_counter_ns() - begin) / 1e6)
+    for i in range(trials):
+        prepare(i)
+        begin = _perf_counter_ns()
+        output = fn(i)
+        samples.append((_perf_counter_ns() - begin) / 1e6)
+        after(i, output)
     return summarize(samples, "perf_counter")
 
 
-def time_forward(fn: Callable[[], object], device: str, warmup: int, trials: int) -> TimingStats:
-    if device == "cuda":
-        return time_cuda(fn, warmup, trials)
-    return time_cpu(fn, warmup, trials)
+def time_forward(fn: Callable[[int], object], device: str, warmup: int, trials: int, prepare: Hook = lambda i: None,
+                 after: Callable[[int, object], None] = lambda i, out: None) -> TimingStats:
+    """Time `fn(i)` for i in 0..trials-1 after `warmup` untimed calls (negative i)."""
+    timer = time_cuda if device == "cuda" else time_cpu
+    return timer(fn, warmup, trials, prepare, after)

@@ -9,9 +9,12 @@ the next command, so the parent can compare them in place), or time the forward 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
+import random
 import sys
+import threading
 import traceback
 import types
 from multiprocessing.connection import Connection
@@ -19,12 +22,16 @@ from pathlib import Path
 
 import torch
 
-from .problems import load_module
-from .protocol import Command, Failure, ParamDigest, Reply, WorkerJob, describe_tensor, send_model, send_tensors
+from .problems import input_size_names, load_module
+from .protocol import (Command, Failure, ParamDigest, Profile, Reply, WorkerJob, describe_tensor, send_model,
+                       send_tensors)
 from .timing import time_forward
 
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_MESSAGE_CHARS = 64_000
+SAMPLED_TIMED_CALLS = 3
+MAX_KEPT_BYTES = 16 * 1024**3  # outputs can be 8.5 GB: keep fewer samples rather than run out of memory
+PR_SET_DUMPABLE = 4
 
 
 class NotPlainTensor(Exception):
@@ -59,6 +66,34 @@ def plain_outputs(output: object) -> list[torch.Tensor]:
     raise NotPlainTensor(f"forward returned {type(output).__module__}.{type(output).__qualname__}, not a plain torch.Tensor")
 
 
+def rolled(tensor: torch.Tensor, call: int) -> torch.Tensor:
+    """The same values in another arrangement for each timed call: fresh inputs that keep the
+    problem's value distribution (and valid class indices), cheap to make on the device."""
+    if tensor.numel() < 2:
+        return tensor
+    shift = (call * 7919 + 1) % tensor.numel()
+    return tensor.reshape(-1).roll(shift).reshape(tensor.shape)
+
+
+def alternative_sizes(problem: types.ModuleType) -> dict[str, int] | None:
+    """Other values for the input-only size constants (about half, and odd): a kernel that is
+    correct only at the benchmark's shape fails there."""
+    sizes = {name: getattr(problem, name) // 2 + 1 for name in input_size_names(problem) if getattr(problem, name) > 2}
+    return sizes or None
+
+
+@contextlib.contextmanager
+def problem_sizes(problem: types.ModuleType, sizes: dict[str, int] | None):
+    saved = {name: getattr(problem, name) for name in sizes or {}}
+    for name, value in (sizes or {}).items():
+        setattr(problem, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(problem, name, value)
+
+
 def param_digests(model: torch.nn.Module) -> list[ParamDigest]:
     digests = []
     for name, param in model.named_parameters():
@@ -77,31 +112,88 @@ class Session:
         self.problem = problem
         self.model = model
         self.dtype = PRECISION_DTYPES[job.precision]
-        self.held: list[torch.Tensor] = []
+        self.held: list[torch.Tensor] = []  # what the parent may be reading: kept until the next command
+        self.kept: dict[int, list[torch.Tensor]] = {}  # outputs of sampled timed calls
+        self.timed = model  # what timing calls: the model, or torch.compile of it (reference baseline)
 
-    def inputs(self, seed: int) -> list:
-        torch.manual_seed(seed)
-        return cast_inputs(list(self.problem.get_inputs()), self.job.device, self.dtype)
+    def inputs(self, seed: int, roll: int | None = None, sizes: dict[str, int] | None = None) -> list:
+        with problem_sizes(self.problem, sizes):
+            torch.manual_seed(seed)
+            inputs = cast_inputs(list(self.problem.get_inputs()), self.job.device, self.dtype)
+        if roll is not None:
+            inputs = [rolled(t, roll) if isinstance(t, torch.Tensor) else t for t in inputs]
+        return inputs
 
     def synchronize(self) -> None:
         if self.job.device == "cuda":
             torch.cuda.synchronize()
 
-    def trial(self, seed: int) -> list[torch.Tensor]:
-        self.held = []  # release the last trial's outputs before making new ones
-        inputs = self.inputs(seed)
+    def trial(self, command: Command) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Outputs for the command's inputs, and the inputs as forward left them."""
+        self.held = []  # release the last trial's tensors before making new ones
+        inputs = self.inputs(command.seed, command.roll, command.sizes)
         with torch.no_grad():
             output = self.model(*inputs)
         self.synchronize()
-        self.held = plain_outputs(output)
-        return self.held
+        outputs = plain_outputs(output)
+        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        self.held = outputs + tensors
+        return outputs, tensors
 
     def time(self, seed: int):
+        """Time forward with fresh input values in the same buffers for every call, keeping the
+        outputs of a few randomly chosen calls so the parent can check them afterwards."""
+        self.held, self.kept = [], {}
+        originals = self.inputs(seed)
+        buffers = [t.clone() if isinstance(t, torch.Tensor) else t for t in originals]
+        count = min(SAMPLED_TIMED_CALLS, self.job.trials) if self.job.role == "candidate" else 0
+        sampled = set(random.SystemRandom().sample(range(self.job.trials), count))
+        timed = self.timed
+
+        def prepare(call: int) -> None:
+            for buffer, original in zip(buffers, originals):
+                if isinstance(buffer, torch.Tensor):
+                    buffer.copy_(rolled(original, call))
+
+        def after(call: int, output: object) -> None:
+            if call in sampled:
+                outputs = plain_outputs(output)
+                kept = sum(t.nbytes for ts in self.kept.values() for t in ts)
+                if not self.kept or kept + sum(t.nbytes for t in outputs) <= MAX_KEPT_BYTES:
+                    self.kept[call] = [t.clone() for t in outputs]
+
+        with torch.no_grad():
+            stats = time_forward(lambda call: timed(*buffers), self.job.device, 0, self.job.trials, prepare, after)
+        return stats, sorted(self.kept)
+
+    def warm_up(self, seed: int) -> None:
+        """The untimed calls before timing (and torch.compile's compilation), as their own command
+        so the parent's clock around the timed command sees the timed calls only."""
         self.held = []
         inputs = self.inputs(seed)
-        timed = torch.compile(self.model) if self.job.compile_baseline else self.model
+        self.timed = torch.compile(self.model) if self.job.compile_baseline else self.model
         with torch.no_grad():
-            return time_forward(lambda: timed(*inputs), self.job.device, self.job.warmup, self.job.trials)
+            for _ in range(self.job.warmup):
+                self.timed(*inputs)
+        self.synchronize()
+
+    def sample(self, index: int) -> list[torch.Tensor]:
+        self.held = self.kept.get(index, [])
+        return self.held
+
+    def profile(self, seed: int) -> Profile:
+        """The ATen operators and device kernels one forward call runs."""
+        self.held, self.kept = [], {}
+        inputs = self.inputs(seed)
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self.job.device == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.no_grad(), torch.profiler.profile(activities=activities) as prof:
+            self.model(*inputs)
+            self.synchronize()
+        events = prof.events()
+        return Profile(ops=sorted({e.name for e in events if e.name.startswith("aten::")}),
+                       kernels=sorted({e.name for e in events if e.device_type == torch.autograd.DeviceType.CUDA}))
 
 
 def load_model_class(job: WorkerJob) -> tuple[types.ModuleType, type]:
@@ -126,19 +218,35 @@ def build_model(job: WorkerJob, problem: types.ModuleType, model_cls: type) -> t
     return model
 
 
+def handle(conn: Connection, session: Session, command: Command) -> None:
+    if command.op == "trial":
+        outputs, inputs = session.trial(command)
+        send_model(conn, Reply(ok=True, outputs=[describe_tensor(t) for t in outputs],
+                               inputs=[describe_tensor(t) for t in inputs], threads_alive=threading.active_count() - 1))
+        send_tensors(conn, outputs + inputs)
+    elif command.op == "sample":
+        outputs = session.sample(command.index)
+        send_model(conn, Reply(ok=True, outputs=[describe_tensor(t) for t in outputs]))
+        send_tensors(conn, outputs)
+    elif command.op == "warmup":
+        session.warm_up(command.seed)
+        send_model(conn, Reply(ok=True))
+    elif command.op == "time":
+        stats, sampled = session.time(command.seed)
+        send_model(conn, Reply(ok=True, timing=stats, sampled=sampled, threads_alive=threading.active_count() - 1))
+    else:
+        send_model(conn, Reply(ok=True, profile=session.profile(command.seed)))
+
+
 def serve(conn: Connection, session: Session) -> None:
     while True:
         command = Command.model_validate_json(conn.recv_bytes())
         if command.op == "exit":
             return
-        phase = "correctness" if command.op == "trial" else "timing"
+        phase = {"trial": "correctness", "warmup": "timing", "sample": "timing", "time": "timing",
+                 "profile": "profile"}[command.op]
         try:
-            if command.op == "trial":
-                outputs = session.trial(command.seed)
-                send_model(conn, Reply(ok=True, outputs=[describe_tensor(t) for t in outputs]))
-                send_tensors(conn, outputs)
-            else:
-                send_model(conn, Reply(ok=True, timing=session.time(command.seed)))
+            handle(conn, session, command)
         except NotPlainTensor as exc:
             send_model(conn, Reply(ok=False, rejected=str(exc)))
             return
@@ -147,9 +255,20 @@ def serve(conn: Connection, session: Session) -> None:
             return
 
 
+def not_dumpable() -> None:
+    """Keep other processes of this user (candidates) from reading this one's memory through
+    /proc/<pid>/mem or ptrace. Root can still; see docs/threat-model.md."""
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: list[str]) -> int:
     job = WorkerJob.model_validate_json(Path(argv[0]).read_text())
     conn = Connection(int(argv[1]))
+    if job.role == "reference":
+        not_dumpable()
     # The reference is computed in full fp32; candidates start from the same defaults.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -162,7 +281,8 @@ def main(argv: list[str]) -> int:
     except Exception as exc:
         send_model(conn, Reply(ok=False, failure=failure(phase, exc)))
         return 0
-    send_model(conn, Reply(ok=True, params=params))
+    alt = alternative_sizes(problem) if job.role == "reference" else None
+    send_model(conn, Reply(ok=True, params=params, alt_sizes=alt))
     serve(conn, session)
     return 0
 

@@ -13,7 +13,7 @@ def test_last_python_block_defining_model_new_wins_over_drafts_and_later_shell_b
     text = (DATA / "candidates" / "tiny_relu" / "transcript.md").read_text()
     code, error = extract_code(text)
     assert error is None
-    assert "clamp_min" in code and "superseded" not in code and "run.py" not in code
+    assert "x.abs()" in code and "superseded" not in code and "run.py" not in code
 
 
 def test_unterminated_fence_runs_to_the_end():

@@ -15,10 +15,12 @@ def test_statistics_of_samples():
 def test_cpu_timer_measures_the_call_after_warmup():
     calls = []
 
-    def slow():
-        calls.append(1)
+    def slow(call):
+        calls.append(call)
         time.sleep(0.01)
 
-    stats = time_cpu(slow, warmup=2, trials=5)
-    assert len(calls) == 7 and stats.n == 5
+    prepared, kept = [], []
+    stats = time_cpu(slow, warmup=2, trials=5, prepare=prepared.append, after=lambda i, out: kept.append(i))
+    assert calls == [-1, -2, 0, 1, 2, 3, 4] and stats.n == 5
+    assert prepared == calls and kept == [0, 1, 2, 3, 4]  # hooks around every call, outside the clock
     assert 9.0 <= stats.median_ms < 100.0

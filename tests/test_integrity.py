@@ -1,0 +1,98 @@
+"""Candidates that cheat never score: one test candidate per threat that exists on CPU.
+(GPU-only threats, side streams and device-kernel fallbacks, are in test_gpu.py.)"""
+
+import json
+
+import pytest
+import torch
+
+from harness.cli import main
+from harness.integrity import fallback_evidence, mutated_inputs
+from harness.protocol import Profile
+
+from .conftest import DATA
+
+EXPECTED = {
+    "tiny_relu/fallback_plain.py": ("rejected", "reference_fallback"),
+    "tiny_relu/fallback_try.py": ("rejected", "reference_fallback"),
+    "tiny_linear/fallback_equivalent.py": ("rejected", "reference_fallback"),
+    "tiny_relu/input_mutation.py": ("rejected", "input_mutation"),
+    "tiny_relu/caching.py": ("mismatch", None),
+    "tiny_relu/stale_output.py": ("mismatch", None),
+    "tiny_relu/phase_detection.py": ("rejected", "inconsistent_when_timed"),
+    "tiny_relu/shape_specialized.py": ("ok", "shape_specialized"),
+    "tiny_relu/threads.py": ("ok", "threads_left_running"),
+    "tiny_relu/patched_clock.py": ("ok", None),
+    "tiny_relu/honest_twin.py": ("ok", None),
+    "tiny_relu/forged_timing.py": ("ok", "timing_disagrees"),
+    "tiny_relu/forged_channel.py": ("crash", None),
+    "tiny_relu/snoop.py": ("mismatch", None),
+}
+
+
+def run(tmp_path, *extra):
+    out = tmp_path / "out"
+    assert main(["eval", str(DATA / "integrity"), "--problems", str(DATA / "problems"), "--out", str(out),
+                 "--device", "cpu", "--trials", "50", "--timeout", "30", "--db", str(tmp_path / "h.db"),
+                 "--build-dir", str(tmp_path / "build"), *extra]) == 0
+    return {r["candidate"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    return run(tmp_path_factory.mktemp("integrity"))
+
+
+def test_every_trick_is_caught(judged):
+    assert {name: r["status"] for name, r in judged.items()} == {name: s for name, (s, _) in EXPECTED.items()}
+    for name, (_, flag) in EXPECTED.items():
+        if flag:
+            assert flag in judged[name]["flags"], (name, judged[name]["flags"])
+
+
+def test_rejections_say_why_in_one_line(judged):
+    assert "which the reference runs" in judged["tiny_relu/fallback_plain.py"]["error"]
+    assert "calls aten::relu, which the reference runs" in judged["tiny_relu/fallback_plain.py"]["evidence"]
+    assert "matrix multiply" in " ".join(judged["tiny_linear/fallback_equivalent.py"]["evidence"])
+    assert "input(s) [0]" in judged["tiny_relu/input_mutation.py"]["error"]
+    assert "timed call" in judged["tiny_relu/phase_detection.py"]["error"]
+    assert any("harness's clock saw" in line for line in judged["tiny_relu/forged_timing.py"]["evidence"])
+    assert any("batch_size=33" in line for line in judged["tiny_relu/shape_specialized.py"]["evidence"])
+
+
+def test_patched_clocks_do_not_change_the_numbers(judged):
+    patched = judged["tiny_relu/patched_clock.py"]["timing"]["median_ms"]
+    honest = judged["tiny_relu/honest_twin.py"]["timing"]["median_ms"]
+    assert patched >= 2.0 and 0.7 < patched / honest < 1.4
+
+
+def test_forged_timings_gain_nothing(judged):
+    forged = judged["tiny_relu/forged_timing.py"]
+    assert forged["timing"]["median_ms"] == 0.001  # what it claimed, kept as evidence
+    assert forged["speedup"] < 0.5  # what the harness's clock vouches for: a 5 ms call is slow
+
+
+def test_honest_candidates_carry_no_flags(judged):
+    assert judged["tiny_relu/honest_twin.py"]["flags"] == []
+
+
+def test_strict_shapes_turns_the_flag_into_a_mismatch(tmp_path):
+    results = run(tmp_path, "--strict-shapes")
+    specialised = results["tiny_relu/shape_specialized.py"]
+    assert specialised["status"] == "mismatch" and "benchmark's shape only" in specialised["error"]
+
+
+def test_fallback_rules():
+    reference = Profile(ops=["aten::conv2d", "aten::convolution", "aten::_convolution", "aten::empty"],
+                        kernels=["implicit_convolve_sgemm", "fill_kernel"])
+    honest = Profile(ops=["aten::empty", "aten::contiguous"], kernels=["my_conv_kernel", "fill_kernel"])
+    assert fallback_evidence(reference, honest) == []
+    library = Profile(ops=["aten::cudnn_convolution"], kernels=["implicit_convolve_sgemm"])
+    evidence = fallback_evidence(reference, library)
+    assert "convolution" in evidence[0] and any("implicit_convolve_sgemm" in e for e in evidence)
+
+
+def test_input_mutation_is_exact():
+    a = torch.arange(6.0)
+    assert mutated_inputs([a, a], [a.clone(), a + 1e-3 * (a == 5)]) == [1]
+    assert mutated_inputs([a], [a.clone()]) == []
