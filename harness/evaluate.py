@@ -16,7 +16,7 @@ from .build import extensions_dir
 from .check import compare_outputs
 from .diagnose import diagnose
 from .integrity import fallback_evidence, mutated_inputs
-from .protocol import Command, ParamDigest, Profile, Reply, WorkerJob
+from .protocol import Command, HardwareFloor, ParamDigest, Profile, Reply, WorkerJob
 from .records import Candidate, EvalConfig, Problem, Result, Status, TimingStats
 from .sandbox import Worker, WorkerStopped
 from .score import classify_failure, speedup
@@ -24,6 +24,7 @@ from .score import classify_failure, speedup
 LOG_TAIL_CHARS = 4000
 TRIAL_SEED_OFFSET = 1000  # trial inputs use seeds apart from the init seed
 WALL_SLACK_MS = 0.05  # per call: jitter between the parent's clock and a worker's
+HARDWARE_MARGIN = 0.5  # honest kernels stay above the floor; half of it leaves room for timer noise
 WALL_FIXED_MS = 50.0  # per timing command: message round trips and one-time lazy initialisation
 
 
@@ -87,6 +88,7 @@ class ReferenceRunner:
         self.params: list[ParamDigest] = []
         self.timing: TimingStats | None = None
         self.profile: Profile | None = None
+        self.floor: HardwareFloor | None = None
         self.wall_ms_per_call = 0.0
         self.alt_sizes: dict[str, int] | None = None
 
@@ -108,7 +110,8 @@ class ReferenceRunner:
         except WorkerStopped as stopped:
             raise ReferenceFailed(f"reference timing: {stopped.stop.error}") from None
         self.timing = self._checked(lambda: reply, "timing").timing
-        self.profile = self._request(Command(op="profile", seed=seed), "profile").profile
+        profiled = self._request(Command(op="profile", seed=seed), "profile")
+        self.profile, self.floor = profiled.profile, profiled.floor
 
     def _request(self, command: Command, what: str) -> Reply:
         return self._checked(lambda: self.worker.request(command, f"reference {what}"), what)
@@ -194,6 +197,11 @@ class CandidateRun:
         self.result.timing, self.result.wall_ms_per_call = timed.timing, round(wall_ms, 6)
         self.result.reference_wall_ms_per_call = round(self.reference.wall_ms_per_call, 6)
         candidate_ms = self._vouched_median_ms()
+        floor = self.reference.floor
+        if floor and candidate_ms < HARDWARE_MARGIN * floor.floor_ms:
+            self._reject("faster_than_hardware", f"median {candidate_ms:.4g} ms is below what this GPU can do: "
+                         f"{floor.describe()}")
+            return
         self.result.phase = "profile"
         if not self._check_no_fallback(worker):
             return

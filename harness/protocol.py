@@ -80,6 +80,20 @@ class Profile(BaseModel):
     kernels: list[str]
 
 
+class HardwareFloor(BaseModel):
+    """The least time any kernel needs for the reference's work on this GPU (reference only)."""
+
+    floor_ms: float
+    flops: float
+    bytes_moved: int
+    peak_flops_per_ms: float
+    peak_bytes_per_ms: float
+
+    def describe(self) -> str:
+        return (f"{self.flops / 1e9:.3g} GFLOP at {self.peak_flops_per_ms / 1e9:.3g} TFLOP/s and "
+                f"{self.bytes_moved / 1e9:.3g} GB at {self.peak_bytes_per_ms / 1e6:.3g} GB/s need {self.floor_ms:.4g} ms")
+
+
 class Reply(BaseModel):
     ok: bool
     failure: Failure | None = None
@@ -91,6 +105,7 @@ class Reply(BaseModel):
     timing: TimingStats | None = None
     sampled: list[int] | None = None  # time: the timed calls whose outputs are kept for checking
     profile: Profile | None = None
+    floor: HardwareFloor | None = None  # reference profile on a GPU
     threads_alive: int = 0  # Python threads besides the main one after the command
 
 

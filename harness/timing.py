@@ -91,3 +91,20 @@ def time_forward(fn: Callable[[int], object], device: str, warmup: int, trials: 
     """Time `fn(i)` for i in 0..trials-1 after `warmup` untimed calls (negative i)."""
     timer = time_cuda if device == "cuda" else time_cpu
     return timer(fn, warmup, trials, prepare, after)
+
+
+def measure_peaks() -> tuple[float, float]:
+    """(FLOP per ms, bytes per ms) this GPU actually reaches: the best of a bf16 tensor-core
+    matmul and of a large device copy. No kernel of any precision can beat both."""
+    size, copy_bytes = 8192, 1 << 30
+    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    src = torch.empty(copy_bytes, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+
+    def best_ms(fn: Callable[[], object]) -> float:
+        fn()
+        return time_cuda(lambda i: fn(), 0, 5).min_ms
+
+    flops_per_ms = 2 * size**3 / best_ms(lambda: a @ a)
+    bytes_per_ms = 2 * copy_bytes / best_ms(lambda: dst.copy_(src))
+    return flops_per_ms, bytes_per_ms

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 
 from .problems import input_size_names, load_module
-from .protocol import (Command, Failure, ParamDigest, Profile, Reply, WorkerJob, describe_tensor, send_model,
-                       send_tensors)
-from .timing import time_forward
+from .protocol import (Command, Failure, HardwareFloor, ParamDigest, Profile, Reply, WorkerJob, describe_tensor,
+                       send_model, send_tensors)
+from .timing import measure_peaks, time_forward
 
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_MESSAGE_CHARS = 64_000
@@ -177,6 +177,20 @@ class Session:
                 self.timed(*inputs)
         self.synchronize()
 
+    def hardware_floor(self, seed: int) -> HardwareFloor:
+        """FLOPs (torch's flop counter) and the bytes of inputs and outputs, over this GPU's peaks."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        inputs = self.inputs(seed)
+        counter = FlopCounterMode(display=False)
+        with torch.no_grad(), counter:
+            outputs = plain_outputs(self.model(*inputs))
+        moved = sum(t.nbytes for t in outputs) + sum(t.nbytes for t in inputs if isinstance(t, torch.Tensor))
+        flops_per_ms, bytes_per_ms = measure_peaks()
+        flops = float(counter.get_total_flops())
+        return HardwareFloor(floor_ms=max(flops / flops_per_ms, moved / bytes_per_ms), flops=flops, bytes_moved=moved,
+                             peak_flops_per_ms=flops_per_ms, peak_bytes_per_ms=bytes_per_ms)
+
     def sample(self, index: int) -> list[torch.Tensor]:
         self.held = self.kept.get(index, [])
         return self.held
@@ -235,7 +249,8 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
         stats, sampled = session.time(command.seed)
         send_model(conn, Reply(ok=True, timing=stats, sampled=sampled, threads_alive=threading.active_count() - 1))
     else:
-        send_model(conn, Reply(ok=True, profile=session.profile(command.seed)))
+        floor = session.hardware_floor(command.seed) if session.job.role == "reference" and session.job.device == "cuda" else None
+        send_model(conn, Reply(ok=True, profile=session.profile(command.seed), floor=floor))
 
 
 def serve(conn: Connection, session: Session) -> None:

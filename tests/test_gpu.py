@@ -23,7 +23,7 @@ SEED_VERDICTS = {
 def shipped(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gpu")
     code = main(["eval", str(REPO / "candidates"), "--problems", str(REPO / "problems"), "--out", str(tmp / "out"),
-                 "--device", "cuda", "--trials", "20", "--build-dir", str(tmp / "build"), "--db", str(tmp / "h.db")])
+                 "--device", "cuda", "--trials", "10", "--build-dir", str(tmp / "build"), "--db", str(tmp / "h.db")])
     assert code == 0
     return {r["candidate"]: r for r in map(json.loads, (tmp / "out" / "results.jsonl").read_text().splitlines())}
 
@@ -105,3 +105,32 @@ def test_applying_each_hint_removes_its_cause(tmp_path):
         print(f"{name}: {before} ({category}) -> {now['status']} ({(now['diagnosis'] or {}).get('category')}) "
               f"{now['error'] or ''} speedup={now['speedup']}")
         assert now["status"] != before or now["diagnosis"]["category"] != category, (name, now["error"])
+
+
+@pytest.fixture(scope="module")
+def gpu_tricks(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tricks")
+    assert main(["eval", str(DATA / "gpu_integrity"), "--problems", str(REPO / "problems"), "--out", str(tmp / "out"),
+                 "--device", "cuda", "--trials", "20", "--db", str(tmp / "h.db"), "--build-dir", str(tmp / "b")]) == 0
+    return {r["candidate"]: r for r in map(json.loads, (tmp / "out" / "results.jsonl").read_text().splitlines())}
+
+
+def test_work_on_side_streams_is_timed(gpu_tricks):
+    side, same = gpu_tricks["relu/side_stream.py"], gpu_tricks["relu/same_stream.py"]
+    assert side["status"] == same["status"] == "ok", (side["error"], same["error"])
+    ratio = side["timing"]["median_ms"] / same["timing"]["median_ms"]
+    print(f"side stream {side['timing']['median_ms']:.3f} ms, same stream {same['timing']['median_ms']:.3f} ms")
+    assert 0.8 < ratio < 1.25
+
+
+def test_forged_timing_faster_than_the_hardware_is_rejected(gpu_tricks):
+    forged = gpu_tricks["relu/forged_fast.py"]
+    print(forged["error"])
+    assert forged["status"] == "rejected" and "faster_than_hardware" in forged["flags"]
+
+
+def test_cudnn_fallback_is_rejected_with_kernel_evidence(gpu_tricks):
+    fallback = gpu_tricks["conv2d_asym_kernel/cudnn_fallback.py"]
+    print(fallback["evidence"])
+    assert fallback["status"] == "rejected" and "reference_fallback" in fallback["flags"]
+    assert any("kernel" in line for line in fallback["evidence"])
