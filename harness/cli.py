@@ -15,14 +15,15 @@ from tqdm import tqdm
 
 from .build import default_build_root
 from .candidates import KERNELBENCH_NAME, discover_candidates, read_candidate
+from .degenerate import check_problem
 from .evaluate import early_verdict, evaluate_problem
 from .export import kernelbench_json, to_csv, to_feedback_jsonl, to_jsonl
 from .machine import describe_machine
 from .problems import ProblemError, discover_problems
-from .records import Candidate, EvalConfig, Problem, Result, RunInfo
+from .records import Candidate, EvalConfig, Problem, Result, RunInfo, Status
 from .report import compare_runs, render_compare, render_site
 from .score import summarize
-from .store import DEFAULT_DB, Database, ResultsFile, StoreError, config_key, now
+from .store import DEFAULT_DB, Database, ResultsFile, StoreError, config_key, files_state, now
 
 MAX_SUMMARY_ROWS = 60
 EXIT_USAGE = 2
@@ -70,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--db", type=Path, default=DEFAULT_DB)
     rep.add_argument("--run", default=None, help="run id (default: the latest)")
     rep.add_argument("--out", type=Path, default=None, help="site dir (default: the run's output dir)")
+
+    chk = sub.add_parser("check", help="flag reference problems a trivial output could pass (zeros, constants)")
+    chk.add_argument("problems", type=Path, nargs="?", default=Path("problems"))
+    chk.add_argument("--device", choices=["cpu", "cuda"], default=None)
+    chk.add_argument("--small", action="store_true", help="run at reduced input sizes (quick, e.g. on a CPU)")
+    chk.add_argument("--json", type=Path, default=None, help="also write the findings as JSON lines")
 
     exp_ = sub.add_parser("explain", help="why a candidate failed and how to fix it (evaluates it if never judged)")
     exp_.add_argument("path", type=Path, help="a candidate file, under <candidates>/<problem_id>/ or KernelBench-named")
@@ -201,7 +208,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         try:
             _evaluate(todo, problems, config, args.build_dir or default_build_root(), run.run_id,
                       lambda result: (db.record(result, problems_by_id.get(result.problem or ""),
-                                                by_path[result.candidate]), results_file.append(result)))
+                                                by_path[result.candidate]), results_file.append(result)),
+                      watched=[args.db, args.db.with_name(args.db.name + "-wal"), results_file.path])
         except KeyboardInterrupt:
             print(f"\ninterrupted; what was judged is kept. Continue with: --resume {run.run_id}", file=sys.stderr)
             return EXIT_INTERRUPTED
@@ -221,12 +229,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _evaluate(candidates: list[Candidate], problems: list[Problem], config: EvalConfig, build_root: Path,
-              run_id: str, save) -> None:
+              run_id: str, save, watched: list[Path] = ()) -> None:
     by_problem = {p.id: [c for c in candidates if c.problem_id == p.id] for p in problems}
+    last_state = files_state(list(watched))
+    recorded: list[Result] = []
     with tqdm(total=len(candidates), unit="cand", desc="eval", file=sys.stderr) as bar:
         def record(result: Result) -> None:
+            nonlocal last_state
+            # Only the harness writes the results between two records; a change means the
+            # candidate just evaluated wrote to them: reject it, and write back what it may have
+            # altered (this session's results; see docs/threat-model.md).
+            if files_state(list(watched)) != last_state:
+                result.status, result.speedup = Status.rejected, None
+                result.error = "the results database or results.jsonl changed while this candidate ran"
+                result.flags.append("tampered_results")
+                print(f"warning: {result.candidate} wrote to the results; rewriting this run's results", file=sys.stderr)
+                for earlier in recorded:
+                    save(earlier)
             result.recorded_at = now()
             save(result)
+            recorded.append(result)
+            last_state = files_state(list(watched))
             bar.set_postfix_str(f"{result.candidate}: {result.status.value}", refresh=False)
             bar.update(1)
 
@@ -280,6 +303,24 @@ def explanation(result: Result) -> str:
         if d.other_causes:
             lines.append(f"  also:   {', '.join(d.other_causes)}")
     return "\n".join(lines)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    problems = _discover(args.problems, None)[0]
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda, but torch sees no CUDA device here")
+    config = EvalConfig(device=device)
+    findings = []
+    for problem in tqdm(problems, unit="problem", desc="check", file=sys.stderr):
+        findings.append(check_problem(problem, config, default_build_root(), args.small))
+    for finding in findings:
+        verdict = ", ".join(finding.flags) or "ok"
+        detail = finding.error or "; ".join(finding.notes)
+        print(f"{finding.problem:32s} {verdict:40s} {detail}")
+    if args.json:
+        args.json.write_text("".join(f.model_dump_json() + "\n" for f in findings))
+    return 0
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -347,7 +388,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     commands = {"eval": cmd_eval, "list": cmd_list, "report": cmd_report, "compare": cmd_compare,
-                "export": cmd_export, "explain": cmd_explain}
+                "export": cmd_export, "explain": cmd_explain, "check": cmd_check}
     try:
         return commands[args.command](args)
     except UsageError as exc:

@@ -82,9 +82,11 @@ def init_differs(reference: list[ParamDigest], candidate: list[ParamDigest]) -> 
 class ReferenceRunner:
     """The problem's reference worker: loaded once, timed once, asked for each trial's outputs."""
 
-    def __init__(self, problem: Problem, config: EvalConfig, build_root: Path):
+    def __init__(self, problem: Problem, config: EvalConfig, build_root: Path, shrink: bool = False):
         self.config = config
-        self.worker = Worker(worker_job("reference", problem, config), None, extensions_dir(build_root, problem.source_hash), config.timeout_s)
+        job = worker_job("reference", problem, config).model_copy(update={"shrink": shrink})
+        self.worker = Worker(job, None, extensions_dir(build_root, problem.source_hash), config.timeout_s,
+                             problem.source)
         self.params: list[ParamDigest] = []
         self.timing: TimingStats | None = None
         self.profile: Profile | None = None
@@ -102,9 +104,13 @@ class ReferenceRunner:
             raise ReferenceFailed(f"reference {what} failed: {detail}"[:300])
         return reply
 
-    def start(self, seed: int) -> None:
+    def load(self) -> None:
         loaded = self._checked(lambda: self.worker.reply("reference load", self.config.build_timeout_s), "load")
         self.params, self.alt_sizes = loaded.params or [], loaded.alt_sizes
+
+    def start(self, seed: int) -> None:
+        """Load, time once, and profile once: what every candidate of the problem is held to."""
+        self.load()
         try:
             reply, self.wall_ms_per_call = timed_request(self.worker, seed, self.config.trials, "reference timing")
         except WorkerStopped as stopped:
@@ -145,7 +151,7 @@ class CandidateRun:
         began = time.monotonic()
         job = worker_job("candidate", self.problem, self.config)
         with Worker(job, self.candidate.code, extensions_dir(self.build_root, self.candidate.code_hash or ""),
-                    self.config.timeout_s) as worker:
+                    self.config.timeout_s, self.problem.source) as worker:
             try:
                 self._evaluate(worker)
             except WorkerStopped as stopped:

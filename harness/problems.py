@@ -53,6 +53,7 @@ def _describe(path: Path, level: int | None) -> Problem:
         id=path.stem,
         path=str(path.resolve()),
         source_hash=sha256_text(source),
+        source=source,
         kernelbench_level=level,
         kernelbench_number=int(match.group(1)) if match else None,
         atol=_float_constant(tree, "ATOL"),

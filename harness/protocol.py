@@ -36,6 +36,7 @@ class WorkerJob(BaseModel):
     compile_baseline: bool = False  # reference only: time torch.compile(model)
     warmup: int
     trials: int
+    shrink: bool = False  # run at reduced input sizes (quick checks of the problems themselves)
 
 
 class Command(BaseModel):

@@ -51,6 +51,9 @@ class Problem(BaseModel):
     id: str
     path: str
     source_hash: str
+    # The source as read at discovery: workers get a private copy of it, so a candidate that
+    # rewrites problem files on disk changes nothing for this run.
+    source: str = Field("", repr=False, exclude=True)
     kernelbench_level: int | None = None
     kernelbench_number: int | None = None
     atol: float | None = None  # per-problem override from module constant ATOL

@@ -10,6 +10,7 @@ socket the parent created (see protocol.py).
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -32,6 +33,7 @@ PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME", "CUDA_PATH",
               "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "CC", "CXX", "MAX_JOBS")
 PASSED_PREFIXES = ("NVIDIA_", "CUDNN_")
+WORKER_TOKEN_VAR = "HARNESS_WORKER_TOKEN"
 LOG_TAIL_BYTES = 16_384
 LOG_HEAD_BYTES = 1_048_576
 POLL_SLICE_S = 0.1
@@ -62,6 +64,22 @@ def worker_env(scratch: Path, extensions_dir: Path) -> dict[str, str]:
     return env
 
 
+def sweep_escaped(token: str) -> int:
+    """Kill processes that left the worker's process group (setsid, double fork) but still carry
+    its token in their environment, so no candidate's background load outlives its evaluation.
+    A process that also scrubbed its environment escapes this (docs/threat-model.md)."""
+    marker = f"{WORKER_TOKEN_VAR}={token}".encode()
+    killed = 0
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker in (proc / "environ").read_bytes().split(b"\0"):
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed += 1
+        except (OSError, ValueError):
+            continue
+    return killed
+
+
 def describe_exit(returncode: int) -> str:
     if returncode < 0:
         try:
@@ -74,10 +92,16 @@ def describe_exit(returncode: int) -> str:
 class Worker:
     """A running worker process. Use as a context manager so it is always killed."""
 
-    def __init__(self, job: WorkerJob, code: str | None, extensions_dir: Path, timeout_s: float):
+    def __init__(self, job: WorkerJob, code: str | None, extensions_dir: Path, timeout_s: float,
+                 problem_source: str = ""):
         self.timeout_s = timeout_s
         self.scratch = Path(tempfile.mkdtemp(prefix=f"harness-{job.role}-"))
         self.log_path = self.scratch / "worker.log"
+        self.token = secrets.token_hex(16)  # marks every process this worker starts, see sweep_escaped
+        if problem_source:
+            problem_path = self.scratch / "problem.py"
+            problem_path.write_text(problem_source)
+            job = job.model_copy(update={"problem_path": str(problem_path)})
         if code is not None:
             candidate_path = self.scratch / "candidate.py"
             candidate_path.write_text(code)
@@ -90,7 +114,8 @@ class Worker:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "harness.worker", str(job_path), str(child_sock.fileno())],
                 pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=self.scratch, env=worker_env(self.scratch, extensions_dir), start_new_session=True,
+                cwd=self.scratch, env=worker_env(self.scratch, extensions_dir) | {WORKER_TOKEN_VAR: self.token},
+                start_new_session=True,
             )
         child_sock.close()
         self.conn = Connection(parent_sock.detach())
@@ -182,6 +207,7 @@ class Worker:
                 pass
         self._signal_group(signal.SIGKILL)  # stragglers in the group (nvcc, ninja) even if the leader left
         self.process.wait()
+        sweep_escaped(self.token)
 
     def _signal_group(self, sig: signal.Signals) -> None:
         try:

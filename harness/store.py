@@ -164,6 +164,18 @@ class Database:
         return row[0] if row else None
 
 
+def files_state(paths: list[Path]) -> tuple:
+    """Size and modification time of each path (None where absent): cheap to compare."""
+    state = []
+    for path in paths:
+        try:
+            info = path.stat()
+            state.append((info.st_size, info.st_mtime_ns))
+        except OSError:
+            state.append(None)
+    return tuple(state)
+
+
 class ResultsFile:
     """A run's `results.jsonl`: appended line by line during the run (flushed and synced), and
     rewritten whole from the database at the end, so a resumed run's file is complete too."""

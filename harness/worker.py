@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from .problems import input_size_names, load_module
+from .problems import input_size_names, load_module, shrink_input_sizes
 from .protocol import (Command, Failure, HardwareFloor, ParamDigest, Profile, Reply, WorkerJob, describe_tensor,
                        send_model, send_tensors)
 from .timing import measure_peaks, time_forward
@@ -213,6 +213,8 @@ class Session:
 def load_model_class(job: WorkerJob) -> tuple[types.ModuleType, type]:
     """Import the problem and, for a candidate, its code (where load_inline builds)."""
     problem = load_module(job.problem_path, "reference_problem")
+    if job.shrink:
+        shrink_input_sizes(problem)
     if job.role == "reference":
         return problem, problem.Model
     candidate = load_module(job.candidate_path, "candidate")

@@ -60,10 +60,11 @@ def test_rejections_say_why_in_one_line(judged):
     assert any("batch_size=33" in line for line in judged["tiny_relu/shape_specialized.py"]["evidence"])
 
 
-def test_patched_clocks_do_not_change_the_numbers(judged):
-    patched = judged["tiny_relu/patched_clock.py"]["timing"]["median_ms"]
-    honest = judged["tiny_relu/honest_twin.py"]["timing"]["median_ms"]
-    assert patched >= 2.0 and 0.7 < patched / honest < 1.4
+def test_patched_clocks_and_background_load_do_not_change_the_numbers(judged):
+    honest = judged["tiny_relu/honest_twin.py"]["speedup"]
+    for name in ("tiny_relu/patched_clock.py", "tiny_relu/threads.py"):
+        assert judged[name]["timing"]["median_ms"] >= 2.0
+        assert 0.7 < judged[name]["speedup"] / honest < 1.4, name
 
 
 def test_forged_timings_gain_nothing(judged):
@@ -96,3 +97,84 @@ def test_input_mutation_is_exact():
     a = torch.arange(6.0)
     assert mutated_inputs([a, a], [a.clone(), a + 1e-3 * (a == 5)]) == [1]
     assert mutated_inputs([a], [a.clone()]) == []
+
+
+def write(root, problem, name, body):
+    import textwrap
+    path = root / problem / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(body))
+
+
+def test_side_effects_change_nothing_recorded(tmp_path):
+    """Rewriting the problem file, writing to the results database, and leaving an escaped
+    process behind: none of it changes another candidate's verdict, and the writer is caught."""
+    import shutil
+    import sqlite3
+    import time as clock
+
+    problems = tmp_path / "problems"
+    shutil.copytree(DATA / "problems", problems)
+    pid_file, db = tmp_path / "escaped.pid", tmp_path / "h.db"
+    cands = tmp_path / "c"
+    write(cands, "tiny_relu", "a_rewrites_problem.py", f"""
+        import torch.nn as nn
+        open({str(problems / 'tiny_relu.py')!r}, "a").write("\\nclass Model(Model):\\n    def forward(self, x):\\n        return x * 0\\n")
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return x * 0
+        """)
+    write(cands, "tiny_relu", "b_honest.py", """
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return (x + x.abs()) * 0.5
+        """)
+    write(cands, "tiny_relu", "c_writes_results.py", f"""
+        import sqlite3
+        import torch.nn as nn
+        with sqlite3.connect({str(db)!r}) as conn:
+            conn.execute("UPDATE results SET status = 'ok'")
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return (x + x.abs()) * 0.5
+        """)
+    write(cands, "tiny_relu", "d_escapes.py", f"""
+        import subprocess
+        import torch.nn as nn
+        child = subprocess.Popen(["setsid", "sleep", "300"], start_new_session=True)
+        open({str(pid_file)!r}, "w").write(str(child.pid))
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return (x + x.abs()) * 0.5
+        """)
+    assert main(["eval", str(cands), "--problems", str(problems), "--out", str(tmp_path / "out"), "--device", "cpu",
+                 "--trials", "5", "--db", str(db), "--build-dir", str(tmp_path / "build")]) == 0
+    with sqlite3.connect(db) as conn:
+        status = dict(conn.execute("SELECT candidate, status FROM results"))
+    assert status["tiny_relu/a_rewrites_problem.py"] == "mismatch"  # the reference it was judged by is the original
+    assert status["tiny_relu/b_honest.py"] == "ok"
+    assert status["tiny_relu/c_writes_results.py"] == "rejected"
+    assert status["tiny_relu/d_escapes.py"] == "ok"
+    clock.sleep(0.5)
+    pid = int(pid_file.read_text())
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z")  # the escaped process was found and killed
+
+
+def test_a_precision_downcast_fails_the_fp32_tolerance_and_shows_the_error_size(tmp_path):
+    write(tmp_path / "c", "tiny_relu", "bf16_inside.py", """
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                h = x.bfloat16()
+                return ((h + h.abs()) * 0.5).float()
+        """)
+    out = tmp_path / "out"
+    assert main(["eval", str(tmp_path / "c"), "--problems", str(DATA / "problems"), "--out", str(out), "--device", "cpu",
+                 "--trials", "3", "--db", str(tmp_path / "h.db")]) == 0
+    (result,) = map(json.loads, (out / "results.jsonl").read_text().splitlines())
+    assert result["status"] == "mismatch" and result["max_abs_err"] > 1e-3
