@@ -166,6 +166,7 @@ def open_tensor(conn: Connection, ref: TensorRef) -> torch.Tensor:
     if ref.ipc is None or ref.cuda_device is None:
         raise ValueError("CUDA tensor without an IPC handle")
     handle, size, offset, ref_handle, ref_offset, event, event_sync = ref.ipc
+    torch.cuda.init()  # opening an IPC handle in a process without a CUDA context crashes it
     storage = torch.UntypedStorage._new_shared_cuda(
         ref.cuda_device, _unb64(handle), int(size), int(offset), _unb64(ref_handle), int(ref_offset),
         _unb64(event), bool(event_sync),

@@ -134,3 +134,10 @@ def test_cudnn_fallback_is_rejected_with_kernel_evidence(gpu_tricks):
     print(fallback["evidence"])
     assert fallback["status"] == "rejected" and "reference_fallback" in fallback["flags"]
     assert any("kernel" in line for line in fallback["evidence"])
+
+
+def test_check_runs_on_the_gpu(tmp_path):
+    """The parent opens CUDA IPC handles before anything else initialised CUDA in it."""
+    assert main(["check", str(DATA / "degenerate"), "--device", "cuda", "--json", str(tmp_path / "f.jsonl")]) == 0
+    findings = {f["problem"]: f["flags"] for f in map(json.loads, (tmp_path / "f.jsonl").read_text().splitlines())}
+    assert findings["healthy_relu"] == [] and "zeros_pass" in findings["wide_softmax"]
