@@ -1,6 +1,5 @@
 """Candidate discovery and extraction of the final Python answer from transcripts."""
 
-from pathlib import Path
 
 from harness.candidates import classify_kind, discover_candidates, extract_code, read_candidate, split_code_blocks
 from harness.problems import discover_problems

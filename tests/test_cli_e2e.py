@@ -1,12 +1,11 @@
 """End to end on CPU: one run over small problems with one candidate for each verdict."""
 
 import json
-import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
-import shutil
-import sqlite3
 import time
 
 import pytest
