@@ -14,8 +14,6 @@ import os
 import sqlite3
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from .records import Candidate, EvalConfig, Problem, Result, RunInfo
 
 RESULTS_FILE = "results.jsonl"
@@ -122,9 +120,6 @@ class Database:
         row = self.conn.execute(query, (key,) if key else ()).fetchone()
         return row[0] if row else None
 
-    def run_ids(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY started_at, rowid")]
-
     # --- results ------------------------------------------------------------------------
 
     def record(self, result: Result, problem: Problem | None, candidate: Candidate) -> None:
@@ -194,15 +189,3 @@ class ResultsFile:
         tmp = self.path.with_suffix(".jsonl.tmp")
         tmp.write_text("".join(r.model_dump_json() + "\n" for r in results), encoding="utf-8")
         os.replace(tmp, self.path)
-
-    def read(self) -> list[Result]:
-        """Every complete line; a line cut short by a kill is skipped, not fatal."""
-        if not self.path.exists():
-            return []
-        results = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                results.append(Result.model_validate(json.loads(line)))
-            except (json.JSONDecodeError, ValidationError):
-                continue
-        return results
