@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import math
 import secrets
 import signal
@@ -16,9 +17,9 @@ from tqdm import tqdm
 from .build import default_build_root
 from .candidates import KERNELBENCH_NAME, discover_candidates, read_candidate
 from .degenerate import check_problem
-from .evaluate import early_verdict, evaluate_problem
 from .export import kernelbench_json, to_csv, to_feedback_jsonl, to_jsonl
 from .machine import describe_machine
+from .pipeline import RunScale, open_pipeline
 from .problems import ProblemError, discover_problems
 from .records import Candidate, EvalConfig, Problem, Result, RunInfo, Status
 from .report import compare_runs, render_compare, render_site
@@ -56,7 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--strict-shapes", action="store_true",
                     help="a candidate correct only at the problem's own sizes is a mismatch, not just flagged")
     ev.add_argument("--problem", action="append", default=None, help="only this problem id (repeatable)")
-    ev.add_argument("--build-dir", type=Path, default=None, help=f"extension build cache (default {default_build_root()})")
+    ev.add_argument("--build-dir", type=Path, default=None,
+                    help=f"build cache, safe to share between runs (default {default_build_root()})")
+    ev.add_argument("--jobs", "-j", type=int, default=None,
+                    help="builds at once (default: every core, less a few kept for each GPU's evaluation)")
+    ev.add_argument("--gpus", default=None, help="GPUs to evaluate on, one worker each, e.g. 0,2 (default: all visible)")
+    ev.add_argument("--backend", choices=["local", "ray"], default="local",
+                    help="ray: builds and evaluations as tasks on a Ray cluster (pip install 'harness[ray]')")
+    ev.add_argument("--ray-address", default=None, help="the Ray cluster to join (default: start a local instance)")
     ev.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database (default %(default)s)")
     ev.add_argument("--feedback", type=Path, default=None, metavar="FILE",
                     help="also write one compact JSON line per candidate (verdict, cause, hint, key lines) for a generator")
@@ -144,6 +152,11 @@ def summary_table(results: list[Result]) -> str:
     summary = summarize(results)
     counts = ", ".join(f"{k} {v}" for k, v in summary.by_status.items() if v)
     lines.append(f"\n{summary.total} candidates: {counts}")
+    built = [r for r in results if r.build_s is not None]
+    if built:
+        cached = sum(r.build_cached for r in built)
+        lines.append(f"builds ahead of evaluation: {len(built) - cached} compiled ({sum(r.build_s for r in built):.0f} s "
+                     f"of compiling), {cached} from the build cache")
     return "\n".join(lines)
 
 
@@ -192,6 +205,7 @@ def _interrupt(signum, frame):
 
 def cmd_eval(args: argparse.Namespace) -> int:
     config = _config(args)
+    scale = _scale(args, config)
     problems, candidates = _select(args, *_discover(args.problems, args.candidates))
     with _open_db(args.db) as db:
         run, out_dir, done = _start_run(args, db, config)
@@ -209,7 +223,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             _evaluate(todo, problems, config, args.build_dir or default_build_root(), run.run_id,
                       lambda result: (db.record(result, problems_by_id.get(result.problem or ""),
                                                 by_path[result.candidate]), results_file.append(result)),
-                      watched=[args.db, args.db.with_name(args.db.name + "-wal"), results_file.path])
+                      watched=[args.db, args.db.with_name(args.db.name + "-wal"), results_file.path], scale=scale)
         except KeyboardInterrupt:
             print(f"\ninterrupted; what was judged is kept. Continue with: --resume {run.run_id}", file=sys.stderr)
             return EXIT_INTERRUPTED
@@ -228,36 +242,55 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scale(args: argparse.Namespace, config: EvalConfig) -> RunScale:
+    gpus = None
+    if args.gpus is not None:
+        if config.device != "cuda":
+            raise UsageError("--gpus needs a CUDA run")
+        try:
+            gpus = [int(part) for part in args.gpus.split(",") if part.strip()]
+        except ValueError:
+            raise UsageError(f"--gpus takes GPU indices like 0,2, not {args.gpus!r}") from None
+        count = torch.cuda.device_count()
+        if not gpus or len(set(gpus)) != len(gpus) or any(not 0 <= g < count for g in gpus):
+            raise UsageError(f"--gpus {args.gpus}: this machine has GPUs 0..{count - 1}, each named once")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    if args.backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise UsageError("--backend ray needs Ray: pip install 'harness[ray]'")
+    return RunScale(jobs=args.jobs, gpus=gpus, backend=args.backend, ray_address=args.ray_address)
+
+
 def _evaluate(candidates: list[Candidate], problems: list[Problem], config: EvalConfig, build_root: Path,
-              run_id: str, save, watched: list[Path] = ()) -> None:
-    by_problem = {p.id: [c for c in candidates if c.problem_id == p.id] for p in problems}
+              run_id: str, save, watched: list[Path] = (), scale: RunScale = RunScale()) -> None:
+    """Evaluate and `save` each result as it comes. Only the harness writes the results between
+    two saves: a change means a candidate whose code ran meanwhile (in a build or an evaluation,
+    on any GPU) wrote to them. Those candidates are rejected, and this session's results are
+    written back (see docs/threat-model.md)."""
     last_state = files_state(list(watched))
     recorded: list[Result] = []
-    with tqdm(total=len(candidates), unit="cand", desc="eval", file=sys.stderr) as bar:
-        def record(result: Result) -> None:
-            nonlocal last_state
-            # Only the harness writes the results between two records; a change means the
-            # candidate just evaluated wrote to them: reject it, and write back what it may have
-            # altered (this session's results; see docs/threat-model.md).
+    suspects: set[str] = set()
+    with open_pipeline(problems, candidates, config, build_root, run_id, scale) as pipeline, \
+            tqdm(total=len(candidates), unit="cand", desc="eval", file=sys.stderr) as bar:
+        for result in pipeline.results():
+            ran = pipeline.active.drain() | {result.candidate}
             if files_state(list(watched)) != last_state:
+                suspects |= ran
+                print(f"warning: the results changed while {', '.join(sorted(ran))} ran; rewriting this run's results",
+                      file=sys.stderr)
+                for earlier in recorded:
+                    save(earlier)
+            if result.candidate in suspects:
                 result.status, result.speedup = Status.rejected, None
                 result.error = "the results database or results.jsonl changed while this candidate ran"
                 result.flags.append("tampered_results")
-                print(f"warning: {result.candidate} wrote to the results; rewriting this run's results", file=sys.stderr)
-                for earlier in recorded:
-                    save(earlier)
             result.recorded_at = now()
             save(result)
             recorded.append(result)
             last_state = files_state(list(watched))
-            bar.set_postfix_str(f"{result.candidate}: {result.status.value}", refresh=False)
+            bar.set_postfix_str(f"built {pipeline.builds_done}/{pipeline.builds_total}; "
+                                f"{result.candidate}: {result.status.value}", refresh=False)
             bar.update(1)
-
-        for problem in problems:
-            if by_problem[problem.id]:
-                evaluate_problem(problem, by_problem[problem.id], config, build_root, run_id, record)
-        for orphan in (c for c in candidates if c.problem_id is None):
-            record(early_verdict(orphan, config, run_id))  # a problem-less candidate still gets its verdict
 
 
 def cmd_list(args: argparse.Namespace) -> int:

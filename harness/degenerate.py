@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from pydantic import BaseModel
 
+from .build import extensions_dir, toolchain
 from .evaluate import ReferenceRunner, ReferenceFailed
 from .protocol import Command
 from .records import EvalConfig, Problem
@@ -46,7 +47,9 @@ def degenerate_flags(outputs: list[list[torch.Tensor]], atol: float, rtol: float
 
 
 def check_problem(problem: Problem, config: EvalConfig, build_root: Path, shrink: bool) -> ProblemCheck:
-    runner = ReferenceRunner(problem, config, build_root, shrink=shrink)
+    gpus = [torch.cuda.current_device()] if config.device == "cuda" else []
+    key_dir = extensions_dir(build_root, toolchain(config.device, gpus).key(problem.source_hash))
+    runner = ReferenceRunner(problem, config, key_dir, shrink=shrink)
     try:
         runner.load()
         outputs = [[t.clone() for t in runner.outputs(Command(op="trial", seed=seed))[0]] for seed in CHECK_SEEDS]

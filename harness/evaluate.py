@@ -12,13 +12,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .build import extensions_dir
+from .build import BuildOutcome, BuildStatus, key_lock
 from .check import compare_outputs
-from .diagnose import diagnose
 from .integrity import fallback_evidence, mutated_inputs
-from .protocol import Command, HardwareFloor, ParamDigest, Profile, Reply, WorkerJob
+from .protocol import Command, Failure, HardwareFloor, ParamDigest, Profile, Reply, WorkerJob
 from .records import Candidate, EvalConfig, Problem, Result, Status, TimingStats
-from .sandbox import Worker, WorkerStopped
+from .sandbox import Placement, Worker, WorkerStopped
 from .score import classify_failure, speedup
 
 LOG_TAIL_CHARS = 4000
@@ -82,11 +81,11 @@ def init_differs(reference: list[ParamDigest], candidate: list[ParamDigest]) -> 
 class ReferenceRunner:
     """The problem's reference worker: loaded once, timed once, asked for each trial's outputs."""
 
-    def __init__(self, problem: Problem, config: EvalConfig, build_root: Path, shrink: bool = False):
-        self.config = config
+    def __init__(self, problem: Problem, config: EvalConfig, key_dir: Path, placement: Placement = Placement(),
+                 shrink: bool = False):
+        self.problem, self.config = problem, config
         job = worker_job("reference", problem, config).model_copy(update={"shrink": shrink})
-        self.worker = Worker(job, None, extensions_dir(build_root, problem.source_hash), config.timeout_s,
-                             problem.source)
+        self.worker = Worker(job, None, key_dir, config.timeout_s, problem.source, placement)
         self.params: list[ParamDigest] = []
         self.timing: TimingStats | None = None
         self.profile: Profile | None = None
@@ -138,28 +137,58 @@ class ReferenceRunner:
 class CandidateRun:
     """One candidate's evaluation; produces exactly one Result."""
 
-    def __init__(self, problem: Problem, candidate: Candidate, config: EvalConfig, build_root: Path,
-                 reference: ReferenceRunner, run_id: str):
+    def __init__(self, problem: Problem, candidate: Candidate, config: EvalConfig, key_dir: Path,
+                 reference: ReferenceRunner | None, run_id: str, placement: Placement = Placement(),
+                 build: BuildOutcome | None = None):
+        """`reference` may be None only when `build` already decides the verdict."""
         self.problem, self.candidate, self.config, self.reference = problem, candidate, config, reference
-        self.build_root = build_root
+        self.key_dir, self.placement, self.build = key_dir, placement, build
         self.result = Result(run_id=run_id, problem=problem.id, candidate=candidate.rel_path, status=Status.ok,
                              kind=candidate.kind, candidate_hash=candidate.source_hash,
                              code_hash=candidate.code_hash, problem_hash=problem.source_hash,
-                             reference_timing=reference.timing)
+                             reference_timing=reference.timing if reference else None, gpu=placement.gpu,
+                             build_s=round(build.seconds, 3) if build else None,
+                             build_cached=build.cached if build else False)
 
     def run(self) -> Result:
         began = time.monotonic()
-        job = worker_job("candidate", self.problem, self.config)
-        with Worker(job, self.candidate.code, extensions_dir(self.build_root, self.candidate.code_hash or ""),
-                    self.config.timeout_s, self.problem.source) as worker:
-            try:
-                self._evaluate(worker)
-            except WorkerStopped as stopped:
-                self._fail(stopped.stop.status, stopped.stop.error, stopped.stop.evidence)
-            if self.result.status is not Status.ok:
-                self.result.log_tail = worker.log_tail(LOG_TAIL_CHARS) or None
+        if not self._judged_by_build():
+            worker, loaded = self._start()
+            with worker:
+                try:
+                    if isinstance(loaded, WorkerStopped):
+                        raise loaded
+                    self._evaluate(worker, loaded)
+                except WorkerStopped as stopped:
+                    self._fail(stopped.stop.status, stopped.stop.error, stopped.stop.evidence)
+                if self.result.status is not Status.ok:
+                    self.result.log_tail = worker.log_tail(LOG_TAIL_CHARS) or None
         self.result.elapsed_s = round(time.monotonic() - began, 3)
         return self.result
+
+    def _start(self) -> tuple[Worker, Reply | WorkerStopped]:
+        """Start the worker and wait for its import (which compiles, or finds the build up to
+        date) under the key's lock, so no other run builds in that dir meanwhile."""
+        self.result.phase = "load"
+        with key_lock(self.key_dir):
+            worker = Worker(worker_job("candidate", self.problem, self.config), self.candidate.code, self.key_dir,
+                            self.config.timeout_s, self.problem.source, self.placement)
+            try:
+                return worker, worker.reply("load and build", self.config.build_timeout_s)
+            except WorkerStopped as stopped:
+                return worker, stopped
+
+    def _judged_by_build(self) -> bool:
+        """A build that failed or ran out of time ahead of evaluation is the verdict: the GPU
+        is not needed to say so."""
+        if self.build is None or self.build.status not in (BuildStatus.failed, BuildStatus.timed_out):
+            return False
+        self.result.phase = "load"
+        if self.build.status is BuildStatus.timed_out:
+            self._fail(Status.timeout, self.build.error or "the build ran past --build-timeout")
+        else:
+            self._judge_failure(self.build.failure, self.build.log_head)
+        return True
 
     def _fail(self, status: Status, error: str | None, evidence: list[str] | None = None) -> None:
         self.result.status, self.result.error = status, error
@@ -172,11 +201,14 @@ class CandidateRun:
             self._fail(Status.rejected, reply.rejected)
             self.result.flags.append("not_plain_tensor")
         else:
-            verdict = classify_failure(reply.failure, worker.log_head(), self.config.device, self._candidate_text())
-            self._fail(verdict.status, verdict.error, verdict.evidence)
-            self.result.compiler_diagnostics = verdict.diagnostics
-            self.result.phase = reply.failure.phase
+            self._judge_failure(reply.failure, worker.log_head())
         return True
+
+    def _judge_failure(self, failure: Failure, log: str) -> None:
+        verdict = classify_failure(failure, log, self.config.device, self._candidate_text())
+        self._fail(verdict.status, verdict.error, verdict.evidence)
+        self.result.compiler_diagnostics = verdict.diagnostics
+        self.result.phase = failure.phase
 
     def _candidate_text(self) -> str:
         """The file as found (a transcript too), so compiler lines map to lines a person can open."""
@@ -185,9 +217,7 @@ class CandidateRun:
         except OSError:
             return self.candidate.code or ""
 
-    def _evaluate(self, worker: Worker) -> None:
-        self.result.phase = "load"
-        loaded = worker.reply("load and build", self.config.build_timeout_s)
+    def _evaluate(self, worker: Worker, loaded: Reply) -> None:
         if self._failed_reply(loaded, worker):
             return
         if init_differs(self.reference.params, loaded.params or []):
@@ -334,37 +364,3 @@ class CandidateRun:
             return False
         self.result.evidence.append(f"at {what}: {problem}")
         return True
-
-
-def evaluate_problem(problem: Problem, candidates: list[Candidate], config: EvalConfig, build_root: Path,
-                     run_id: str, on_result: Callable[[Result], None]) -> None:
-    """Give every candidate of one problem exactly one Result, diagnosed, passed to `on_result`
-    as soon as known."""
-    def emit(result: Result, candidate: Candidate) -> None:
-        result.diagnosis = diagnose(result, candidate.code)
-        on_result(result)
-
-    pending = []
-    for candidate in candidates:
-        early = early_verdict(candidate, config, run_id)
-        if early is not None:
-            emit(early, candidate)
-        else:
-            pending.append(candidate)
-    if not pending:
-        return
-    reference = ReferenceRunner(problem, config, build_root)
-    remaining = list(pending)
-    try:
-        reference.start(config.seed)
-        while remaining:
-            emit(CandidateRun(problem, remaining[0], config, build_root, reference, run_id).run(), remaining[0])
-            remaining.pop(0)
-    except ReferenceFailed as failed:
-        reason = f"not judged: the {str(failed).splitlines()[0]}"
-        for candidate in remaining:
-            emit(Result(run_id=run_id, problem=problem.id, candidate=candidate.rel_path, status=Status.skipped,
-                        error=reason, kind=candidate.kind, candidate_hash=candidate.source_hash,
-                        code_hash=candidate.code_hash, problem_hash=problem.source_hash), candidate)
-    finally:
-        reference.close()

@@ -27,7 +27,7 @@ ALLOWED_DTYPES = {
 
 
 class WorkerJob(BaseModel):
-    role: Literal["reference", "candidate"]
+    role: Literal["reference", "candidate", "build"]  # build: import and construct a candidate, then exit
     problem_path: str
     candidate_path: str | None = None  # the extracted code, written by the parent
     device: Literal["cpu", "cuda"]
@@ -165,8 +165,10 @@ def open_tensor(conn: Connection, ref: TensorRef) -> torch.Tensor:
         return tensor
     if ref.ipc is None or ref.cuda_device is None:
         raise ValueError("CUDA tensor without an IPC handle")
-    handle, size, offset, ref_handle, ref_offset, event, event_sync = ref.ipc
     torch.cuda.init()  # opening an IPC handle in a process without a CUDA context crashes it
+    if not 0 <= ref.cuda_device < torch.cuda.device_count():
+        raise ValueError("CUDA tensor on a GPU the worker was not given")
+    handle, size, offset, ref_handle, ref_offset, event, event_sync = ref.ipc
     storage = torch.UntypedStorage._new_shared_cuda(
         ref.cuda_device, _unb64(handle), int(size), int(offset), _unb64(ref_handle), int(ref_offset),
         _unb64(event), bool(event_sync),

@@ -176,7 +176,10 @@ class Result(BaseModel):
     compiler_diagnostics: list[CompilerDiagnostic] = Field(default_factory=list)
     diagnosis: Diagnosis | None = None
     log_tail: str | None = None
-    elapsed_s: float = 0.0
+    elapsed_s: float = 0.0  # evaluating it (its worker's life), builds ahead of evaluation excluded
+    build_s: float | None = None  # compiling it ahead of evaluation; 0 when the build cache had it
+    build_cached: bool = False
+    gpu: int | None = None  # which GPU evaluated it
     recorded_at: str | None = None
 
 

@@ -34,10 +34,20 @@ PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_H
               "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "CC", "CXX", "MAX_JOBS")
 PASSED_PREFIXES = ("NVIDIA_", "CUDNN_")
 WORKER_TOKEN_VAR = "HARNESS_WORKER_TOKEN"
+RUN_TOKEN_VAR = "HARNESS_RUN_TOKEN"  # set by a run on all its workers (see pipeline.py)
 LOG_TAIL_BYTES = 16_384
 LOG_HEAD_BYTES = 1_048_576
 POLL_SLICE_S = 0.1
 TERM_GRACE_S = 3.0
+
+
+class Placement(BaseModel):
+    """Where a worker runs. `env` adds to the scrubbed environment: CUDA_VISIBLE_DEVICES naming its
+    one GPU, HARNESS_CPUS (cores it pins itself to), TORCH_CUDA_ARCH_LIST, MAX_JOBS and the like.
+    `gpu` is that GPU's index as this process numbers it, where its tensors are opened."""
+
+    gpu: int | None = None
+    env: dict[str, str] = {}
 
 
 class WorkerStop(BaseModel):
@@ -64,11 +74,12 @@ def worker_env(scratch: Path, extensions_dir: Path) -> dict[str, str]:
     return env
 
 
-def sweep_escaped(token: str) -> int:
+def sweep_escaped(token: str, variable: str = WORKER_TOKEN_VAR) -> int:
     """Kill processes that left the worker's process group (setsid, double fork) but still carry
     its token in their environment, so no candidate's background load outlives its evaluation.
-    A process that also scrubbed its environment escapes this (docs/threat-model.md)."""
-    marker = f"{WORKER_TOKEN_VAR}={token}".encode()
+    A process that also scrubbed its environment escapes this (docs/threat-model.md). With
+    RUN_TOKEN_VAR, it kills every worker of a run and what they started."""
+    marker = f"{variable}={token}".encode()
     killed = 0
     for proc in Path("/proc").glob("[0-9]*"):
         try:
@@ -93,8 +104,9 @@ class Worker:
     """A running worker process. Use as a context manager so it is always killed."""
 
     def __init__(self, job: WorkerJob, code: str | None, extensions_dir: Path, timeout_s: float,
-                 problem_source: str = ""):
+                 problem_source: str = "", placement: Placement = Placement()):
         self.timeout_s = timeout_s
+        self.gpu = placement.gpu
         self.scratch = Path(tempfile.mkdtemp(prefix=f"harness-{job.role}-"))
         self.log_path = self.scratch / "worker.log"
         self.token = secrets.token_hex(16)  # marks every process this worker starts, see sweep_escaped
@@ -114,7 +126,7 @@ class Worker:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "harness.worker", str(job_path), str(child_sock.fileno())],
                 pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=self.scratch, env=worker_env(self.scratch, extensions_dir) | {WORKER_TOKEN_VAR: self.token},
+                cwd=self.scratch, env=worker_env(self.scratch, extensions_dir) | placement.env | {WORKER_TOKEN_VAR: self.token},
                 start_new_session=True,
             )
         child_sock.close()
@@ -191,6 +203,9 @@ class Worker:
         for ref in refs:
             if ref.device == "cpu":
                 self._wait_readable(phase)
+            elif self.gpu is not None:
+                # It sees only its own GPU, as device 0; here that GPU has another number.
+                ref = ref.model_copy(update={"cuda_device": self.gpu if ref.cuda_device == 0 else -1})
             try:
                 tensors.append(open_tensor(self.conn, ref))
             except (EOFError, OSError, ValueError, RuntimeError) as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import os
 import random
 import sys
 import threading
@@ -115,14 +116,25 @@ class Session:
         self.held: list[torch.Tensor] = []  # what the parent may be reading: kept until the next command
         self.kept: dict[int, list[torch.Tensor]] = {}  # outputs of sampled timed calls
         self.timed = model  # what timing calls: the model, or torch.compile of it (reference baseline)
+        self.timing_inputs: tuple[list, list] | None = None  # made by warm_up: (originals, timed buffers)
 
     def inputs(self, seed: int, roll: int | None = None, sizes: dict[str, int] | None = None) -> list:
         with problem_sizes(self.problem, sizes):
             torch.manual_seed(seed)
-            inputs = cast_inputs(list(self.problem.get_inputs()), self.job.device, self.dtype)
+            inputs = cast_inputs(list(self.problem_inputs()), self.job.device, self.dtype)
         if roll is not None:
             inputs = [rolled(t, roll) if isinstance(t, torch.Tensor) else t for t in inputs]
         return inputs
+
+    def problem_inputs(self) -> list:
+        """get_inputs() with the run's device as the default: a problem that makes its tensors
+        with torch.randn(...) gets them made on the GPU, not on the CPU and copied (seconds per
+        call for a gigabyte of input). Both sides make them the same way from the same seed."""
+        try:
+            with torch.device(self.job.device):
+                return list(self.problem.get_inputs())
+        except Exception:  # e.g. a problem that goes through numpy: make them as it says
+            return list(self.problem.get_inputs())
 
     def synchronize(self) -> None:
         if self.job.device == "cuda":
@@ -144,8 +156,9 @@ class Session:
         """Time forward with fresh input values in the same buffers for every call, keeping the
         outputs of a few randomly chosen calls so the parent can check them afterwards."""
         self.held, self.kept = [], {}
-        originals = self.inputs(seed)
-        buffers = [t.clone() if isinstance(t, torch.Tensor) else t for t in originals]
+        if self.timing_inputs is None:
+            self.warm_up(seed)
+        originals, buffers = self.timing_inputs
         count = min(SAMPLED_TIMED_CALLS, self.job.trials) if self.job.role == "candidate" else 0
         sampled = set(random.SystemRandom().sample(range(self.job.trials), count))
         timed = self.timed
@@ -164,17 +177,21 @@ class Session:
 
         with torch.no_grad():
             stats = time_forward(lambda call: timed(*buffers), self.job.device, 0, self.job.trials, prepare, after)
+        self.timing_inputs = None
         return stats, sorted(self.kept)
 
     def warm_up(self, seed: int) -> None:
-        """The untimed calls before timing (and torch.compile's compilation), as their own command
-        so the parent's clock around the timed command sees the timed calls only."""
+        """The untimed calls before timing (and torch.compile's compilation), and the timing's
+        inputs, as their own command: the parent's clock around the timed command then sees the
+        timed calls only, not the generation of inputs (seconds for large ones)."""
         self.held = []
-        inputs = self.inputs(seed)
+        originals = self.inputs(seed)
+        buffers = [t.clone() if isinstance(t, torch.Tensor) else t for t in originals]
+        self.timing_inputs = (originals, buffers)  # the model only ever sees the buffers
         self.timed = torch.compile(self.model) if self.job.compile_baseline else self.model
         with torch.no_grad():
             for _ in range(self.job.warmup):
-                self.timed(*inputs)
+                self.timed(*buffers)
         self.synchronize()
 
     def hardware_floor(self, seed: int) -> HardwareFloor:
@@ -208,6 +225,32 @@ class Session:
         events = prof.events()
         return Profile(ops=sorted({e.name for e in events if e.name.startswith("aten::")}),
                        kernels=sorted({e.name for e in events if e.device_type == torch.autograd.DeviceType.CUDA}))
+
+
+def pin_to_cpus() -> None:
+    """Keep to the cores the parent gave this worker (HARNESS_CPUS), so builds running beside a
+    GPU evaluation never take the cores its timing needs; size torch's thread pool to match."""
+    cpus = os.environ.get("HARNESS_CPUS")
+    if cpus:
+        chosen = {int(cpu) for cpu in cpus.split(",")}
+        os.sched_setaffinity(0, chosen)
+        torch.set_num_threads(len(chosen))
+
+
+def build(job: WorkerJob) -> Reply:
+    """Import the candidate (load_inline compiles there) and construct it on the meta device
+    (some candidates compile in __init__; meta allocates nothing). Only a failed build is final;
+    any other failure may come from seeing no GPU here, and is left to the evaluating worker."""
+    try:
+        problem, model_cls = load_model_class(job)
+    except Exception as exc:
+        return Reply(ok=False, failure=failure("load", exc))
+    try:
+        with torch.device("meta"):
+            model_cls(*problem.get_init_inputs())
+    except Exception as exc:
+        return Reply(ok=False, failure=failure("init", exc))
+    return Reply(ok=True)
 
 
 def load_model_class(job: WorkerJob) -> tuple[types.ModuleType, type]:
@@ -284,6 +327,10 @@ def not_dumpable() -> None:
 def main(argv: list[str]) -> int:
     job = WorkerJob.model_validate_json(Path(argv[0]).read_text())
     conn = Connection(int(argv[1]))
+    pin_to_cpus()
+    if job.role == "build":
+        send_model(conn, build(job))
+        return 0
     if job.role == "reference":
         not_dumpable()
     # The reference is computed in full fp32; candidates start from the same defaults.

@@ -1,6 +1,6 @@
 """Worker failures become verdicts with a one-line, actionable reason."""
 
-from harness.build import extensions_dir, parse_compiler_output
+from harness.build import parse_compiler_output
 from harness.protocol import Failure
 from harness.records import Result, Status
 from harness.score import classify_failure, speedup, summarize
@@ -81,11 +81,6 @@ def test_compiler_lines_map_back_to_the_candidate_file(tmp_path):
     verdict = classify_failure(fail("load", "RuntimeError", "Error building extension 'ext'"), log, "cpu", transcript)
     assert verdict.diagnostics[0].candidate_line == 5
     assert verdict.error.endswith("(candidate line 5)")
-
-
-def test_extension_dirs_differ_by_code():
-    root = extensions_dir.__globals__["Path"]("/cache")
-    assert extensions_dir(root, "a" * 64) != extensions_dir(root, "b" * 64)
 
 
 def test_speedup_is_reference_median_over_candidate_median():
