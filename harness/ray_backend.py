@@ -1,0 +1,116 @@
+"""`--backend ray`: a run's builds as CPU tasks and its evaluations as tasks holding one GPU
+each, on an existing Ray cluster (or a local instance). Ray only places work: each task runs
+the same sandboxed workers as a local run (build.build_ahead, pipeline.Lane), and the results
+come back to this process, which stores them like any other.
+
+An evaluation task takes a batch of one problem's built candidates, so its reference worker
+starts once per batch. Batches go out as builds finish; compile errors never reach a GPU. On a
+CPU run evaluation waits for every build and runs one batch at a time, since the CPU is what
+is timed. Build caches are per node (--build-dir on each); a shared filesystem shares them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import ray
+
+from .build import BuildOutcome, Toolchain, build_ahead, extensions_dir
+from .pipeline import BUILT_KINDS, Lane, Pipeline, Resources, verdict_of_build
+from .records import Candidate, EvalConfig, Problem, Result
+from .sandbox import RUN_TOKEN_VAR, Placement, sweep_escaped
+
+BATCH = 8  # candidates per evaluation task: fewer reference starts, yet several GPUs kept busy
+
+
+@ray.remote(num_cpus=1)
+def build_task(problem: Problem, candidate: Candidate, config: EvalConfig, build_root: str, chain: Toolchain,
+               run_id: str, placement: Placement) -> tuple[BuildOutcome, Result | None]:
+    key_dir = extensions_dir(Path(build_root), chain.key(candidate.code_hash))
+    outcome = build_ahead(candidate.code, problem, config, key_dir, placement)
+    return outcome, verdict_of_build(problem, candidate, config, key_dir, run_id, outcome)
+
+
+@ray.remote
+def evaluate_task(problem: Problem, batch: list[tuple[Candidate, BuildOutcome | None]], config: EvalConfig,
+                  build_root: str, chain: Toolchain, run_id: str, env: dict[str, str]) -> list[Result]:
+    # Ray has set CUDA_VISIBLE_DEVICES to this task's GPU: device 0 here, and in the workers.
+    placement = Placement(gpu=0 if config.device == "cuda" else None, env=env)
+    key_dir = lambda code_hash: extensions_dir(Path(build_root), chain.key(code_hash))  # noqa: E731
+    with Lane(config, run_id, placement, key_dir, {}) as lane:
+        return [lane.judge(problem, candidate, outcome) for candidate, outcome in batch]
+
+
+class RayPipeline(Pipeline):
+    def __init__(self, problems: list[Problem], candidates: list[Candidate], config: EvalConfig, build_root: Path,
+                 run_id: str, resources: Resources, toolchain: Toolchain, address: str | None):
+        super().__init__(problems, candidates, config, build_root, run_id, resources, toolchain)
+        self.address = address
+        self._inflight: list[ray.ObjectRef] = []
+
+    def stop(self) -> None:
+        for ref in self._inflight:
+            ray.cancel(ref, force=True)
+        sweep_escaped(self._token, RUN_TOKEN_VAR)  # this node's workers; other nodes' die with their tasks
+        if ray.is_initialized():
+            ray.shutdown()
+
+    def results(self) -> Iterator[Result]:
+        runnable = yield from self._early_verdicts()
+        if not runnable:
+            return
+        if not ray.is_initialized():
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        to_build = self._to_build(runnable)
+        self.builds_total = len(to_build)
+        shared = (self.config, str(self.build_root), self.toolchain, self.run_id)
+        builds = {build_task.remote(self.problems[c.problem_id], c, *shared, self.build_placement(len(to_build))): c
+                  for c in to_build}
+        for candidate in to_build:
+            self.active.enter(candidate.rel_path)
+        evaluations: dict[ray.ObjectRef, list[Candidate]] = {}
+        waiting = {pid: [] for pid in self.problem_order}
+        for candidate in runnable:
+            if candidate.kind not in BUILT_KINDS:
+                waiting[candidate.problem_id].append((candidate, None))
+        unbuilt = Counter(c.problem_id for c in to_build)
+        while builds or evaluations or any(waiting.values()):
+            self._submit(waiting, unbuilt, evaluations, building=bool(builds))
+            self._inflight = list(builds) + list(evaluations)
+            [done], _ = ray.wait(self._inflight, num_returns=1)
+            if done in builds:
+                candidate = builds.pop(done)
+                self.active.leave(candidate.rel_path)
+                outcome, verdict = ray.get(done)
+                unbuilt[candidate.problem_id] -= 1
+                self.builds_done += 1
+                if verdict is not None:
+                    yield self._diagnosed(verdict, candidate)
+                else:
+                    waiting[candidate.problem_id].append((candidate, outcome))
+            else:
+                batch = evaluations.pop(done)
+                for candidate in batch:
+                    self.active.leave(candidate.rel_path)
+                for result, candidate in zip(ray.get(done), batch):
+                    yield self._diagnosed(result, candidate)
+
+    def _submit(self, waiting: dict[str, list], unbuilt: Counter, evaluations: dict, building: bool) -> None:
+        """Send out every batch that is full, or whose problem has nothing left to build."""
+        on_gpu = self.config.device == "cuda"
+        if not on_gpu and (building or evaluations):
+            return  # timing on the CPU: nothing else may run meanwhile
+        for problem_id, items in waiting.items():
+            while items and (len(items) >= BATCH or not unbuilt[problem_id]):
+                batch, items[:] = items[:BATCH], items[BATCH:]
+                options = {"num_gpus": 1} if on_gpu else {"num_cpus": 1}
+                ref = evaluate_task.options(**options).remote(
+                    self.problems[problem_id], batch, self.config, str(self.build_root), self.toolchain, self.run_id,
+                    self._base_env())
+                evaluations[ref] = [candidate for candidate, _ in batch]
+                for candidate, _ in batch:
+                    self.active.enter(candidate.rel_path)
+                if not on_gpu:
+                    return
