@@ -1,0 +1,165 @@
+"""End-to-end speed of `harness eval`: cold vs warm build cache, 1 vs N GPUs, the harness's own
+overhead, and KernelBench's flow on the same candidates.
+
+    python bench/scale.py [CANDIDATES] --out bench.json [--problems problems] [--kernelbench-flow]
+                          [--kernelbench PATH] [--runs cold1,warm1,warmN]
+
+Runs (each a real `python -m harness eval`, in order, sharing one fresh build cache):
+  cold1   empty build cache, GPU 0 only
+  warm1   the same again: every build from the cache
+  warmN   warm, all visible GPUs (same verdicts as warm1 is checked)
+  coldN   empty cache (a second one), all visible GPUs
+Then, with --kernelbench-flow, bench/kernelbench_flow.py on the same candidates and GPU.
+
+The harness's overhead is the wall time beyond an ideal schedule of the unavoidable work:
+each build as long as it took (at most --jobs at once, in submission order), and each model's
+device time (its timed calls and its checking calls, from its measured median) one after
+another on a GPU as soon as its build is done. What is left is process starts, CUDA context
+set-up, input generation, comparisons, profiling and the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CHECK_CALLS = 3 + 3 + 1 + 1  # warm-up, sampled timed outputs re-run by the reference, profile, other shapes
+
+
+def harness_run(candidates: Path, problems: Path, build: Path, scratch: Path, name: str, extra: list[str]) -> dict:
+    out = scratch / name
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-m", "harness", "eval", str(candidates), "--problems", str(problems),
+                    "--build-dir", str(build), "--db", str(scratch / f"{name}.db"), "--out", str(out), *extra],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    wall = time.monotonic() - began
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    return {"wall_s": round(wall, 3), "results": results}
+
+
+def device_seconds(result: dict, correctness_trials: int) -> float:
+    """The candidate's and its reference's device time for what the harness asks of them."""
+    total = 0.0
+    for timing in (result.get("timing"), result.get("reference_timing")):
+        if timing:
+            total += sum(timing["samples_ms"]) / 1000 + timing["median_ms"] * (correctness_trials + CHECK_CALLS) / 1000
+    return total
+
+
+def ideal_wall_s(results: list[dict], jobs: int, gpus: int, correctness_trials: int) -> float:
+    """Builds on `jobs` slots in order, then device work on `gpus` lanes as builds finish."""
+    slots = [0.0] * jobs
+    ready = []
+    for result in results:
+        start = heapq.heappop(slots)
+        end = start + (result.get("build_s") or 0.0)
+        heapq.heappush(slots, end)
+        ready.append((end if result.get("build_s") is not None else 0.0, device_seconds(result, correctness_trials)))
+    lanes = [0.0] * gpus
+    finish = 0.0
+    for at, busy in sorted(ready):
+        free = heapq.heappop(lanes)
+        done = max(free, at) + busy
+        heapq.heappush(lanes, done)
+        finish = max(finish, done)
+    return max(finish, max(slots))
+
+
+def summarize(run: dict, jobs: int, gpus: int, correctness_trials: int) -> dict:
+    results = [r for r in run["results"] if r["status"] != "skipped"]
+    ideal = ideal_wall_s(results, jobs, gpus, correctness_trials)
+    overhead = run["wall_s"] - ideal
+    return {
+        "wall_s": run["wall_s"], "candidates": len(results),
+        "compile_s": round(sum(r.get("build_s") or 0 for r in results), 3),
+        "longest_build_s": round(max((r.get("build_s") or 0 for r in results), default=0), 3),
+        "device_s": round(sum(device_seconds(r, correctness_trials) for r in results), 3),
+        "ideal_wall_s": round(ideal, 3), "overhead_s": round(overhead, 3),
+        "overhead_pct": round(100 * overhead / run["wall_s"], 1) if run["wall_s"] else None,
+        "overhead_per_candidate_s": round(overhead / len(results), 3) if results else None,
+        "verdicts": {r["candidate"]: r["status"] for r in run["results"]},
+        "by_gpu": {str(g): sum(1 for r in results if r.get("gpu") == g) for g in {r.get("gpu") for r in results}},
+        # The parent's clock per timed call against the worker's median: what the timing bound allows.
+        "timed_call_overhead_ms": {r["candidate"]: round(r["wall_ms_per_call"] - r["timing"]["median_ms"], 4)
+                                   for r in results if r.get("wall_ms_per_call") and r.get("timing")},
+    }
+
+
+def coarse(status: str) -> str:
+    """Our verdicts in KernelBench's terms: compiled, and then correct or not."""
+    if status in ("compile_error", "load_error"):
+        return "not compiled"
+    return "correct" if status == "ok" else "incorrect"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("candidates", type=Path, nargs="?", default=REPO / "candidates")
+    parser.add_argument("--problems", type=Path, default=REPO / "problems")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--runs", default="cold1,warm1,warmN")
+    parser.add_argument("--kernelbench-flow", action="store_true")
+    parser.add_argument("--kernelbench", default=None, help="a KernelBench checkout for --kernelbench-flow")
+    args = parser.parse_args()
+
+    import torch
+
+    gpus = torch.cuda.device_count()
+    from harness.pipeline import plan_resources
+
+    jobs = plan_resources("cuda" if gpus else "cpu", [0] if gpus else None, None).jobs
+    report: dict = {"gpus": gpus, "device": torch.cuda.get_device_name(0) if gpus else "cpu", "runs": {}}
+    with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
+        scratch = Path(tmp)
+        builds = {"cold1": scratch / "cache", "warm1": scratch / "cache", "warmN": scratch / "cache",
+                  "coldN": scratch / "cacheN"}
+        for name in args.runs.split(","):
+            extra = ["--gpus", "0"] if name.endswith("1") and gpus else []
+            run = harness_run(args.candidates, args.problems, builds[name], scratch, name, extra)
+            report["runs"][name] = summarize(run, jobs, 1 if name.endswith("1") else max(1, gpus), 5)
+            print(f"{name}: {report['runs'][name]['wall_s']:.1f} s", file=sys.stderr)
+            args.out.write_text(json.dumps(report, indent=2))  # a run cut short keeps what it measured
+        if args.kernelbench_flow:
+            flow_out = scratch / "flow.json"
+            began = time.monotonic()
+            subprocess.run([sys.executable, str(REPO / "bench" / "kernelbench_flow.py"), str(args.candidates),
+                            "--problems", str(args.problems), "--out", str(flow_out),
+                            *(["--kernelbench", args.kernelbench] if args.kernelbench else [])],
+                           check=True, cwd=REPO, env=os.environ | {"CUDA_VISIBLE_DEVICES": visible_first()})
+            flow = json.loads(flow_out.read_text())
+            flow["bench_wall_s"] = round(time.monotonic() - began, 3)
+            report["kernelbench_flow"] = flow
+    runs = report["runs"]
+    if "cold1" in runs and "warm1" in runs:
+        report["warm_over_cold"] = round(runs["warm1"]["wall_s"] / runs["cold1"]["wall_s"], 3)
+    if "warm1" in runs and "warmN" in runs:
+        report["same_verdicts_1_vs_N"] = runs["warm1"]["verdicts"] == runs["warmN"]["verdicts"]
+    if "kernelbench_flow" in report and "cold1" in runs:
+        flow = report["kernelbench_flow"]
+        report["kernelbench_over_harness_cold1"] = round(flow["wall_s"] / runs["cold1"]["wall_s"], 2)
+        ours = {name: coarse(status) for name, status in runs["cold1"]["verdicts"].items() if name in flow["candidates"]}
+        theirs = {name: "not compiled" if not row["compiled"] else "correct" if row["correct"] else "incorrect"
+                  for name, row in flow["candidates"].items()}
+        report["verdicts_differ_from_kernelbench_flow"] = {n: [ours.get(n), theirs[n]] for n in theirs
+                                                           if ours.get(n) != theirs[n]}
+    args.out.write_text(json.dumps(report, indent=2))
+    print(json.dumps({k: v for k, v in report.items() if k != "runs"} |
+                     {"runs": {n: {k: v for k, v in r.items() if k != "verdicts"} for n, r in runs.items()}}, indent=2))
+    return 0
+
+
+def visible_first() -> str:
+    visible = [e for e in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if e.strip()]
+    return visible[0] if visible else "0"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
