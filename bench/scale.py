@@ -57,12 +57,14 @@ def device_seconds(result: dict, correctness_trials: int) -> float:
 def ideal_wall_s(results: list[dict], jobs: int, gpus: int, correctness_trials: int) -> float:
     """Builds on `jobs` slots in order, then device work on `gpus` lanes as builds finish."""
     slots = [0.0] * jobs
-    ready = []
+    built_at: dict[str, float] = {}  # code hash -> when its build ended (identical code builds once)
     for result in results:
-        start = heapq.heappop(slots)
-        end = start + (result.get("build_s") or 0.0)
-        heapq.heappush(slots, end)
-        ready.append((end if result.get("build_s") is not None else 0.0, device_seconds(result, correctness_trials)))
+        if result.get("build_s") and not result.get("build_cached"):
+            start = heapq.heappop(slots)
+            heapq.heappush(slots, start + result["build_s"])
+            built_at[result["code_hash"]] = start + result["build_s"]
+    ready = [(built_at.get(r["code_hash"], 0.0) if r.get("build_s") is not None else 0.0,
+              device_seconds(r, correctness_trials)) for r in results]
     lanes = [0.0] * gpus
     finish = 0.0
     for at, busy in sorted(ready):
@@ -86,6 +88,9 @@ def summarize(run: dict, jobs: int, gpus: int, correctness_trials: int) -> dict:
         "overhead_pct": round(100 * overhead / run["wall_s"], 1) if run["wall_s"] else None,
         "overhead_per_candidate_s": round(overhead / len(results), 3) if results else None,
         "verdicts": {r["candidate"]: r["status"] for r in run["results"]},
+        "per_candidate": {r["candidate"]: {"build_s": r.get("build_s"), "build_cached": r.get("build_cached"),
+                                           "elapsed_s": r.get("elapsed_s"), "device_s": round(device_seconds(r, correctness_trials), 3),
+                                           "gpu": r.get("gpu")} for r in results},
         "by_gpu": {str(g): sum(1 for r in results if r.get("gpu") == g) for g in {r.get("gpu") for r in results}},
         # The parent's clock per timed call against the worker's median: what the timing bound allows.
         "timed_call_overhead_ms": {r["candidate"]: round(r["wall_ms_per_call"] - r["timing"]["median_ms"], 4)

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 from harness.cli import main
 
@@ -42,8 +43,33 @@ def test_corrected_conv_kernels_and_triton_are_correct(shipped):
         assert shipped[name]["timing"]["clock"] == "cuda_event"
 
 
+def test_cuda_builds_happen_ahead_and_compile_errors_need_no_gpu_worker(shipped):
+    for name, result in shipped.items():
+        if result["kind"] == "cuda":
+            # Identical code (the three corrected convs) is built once and then found in the cache.
+            assert result["build_s"] > 1 or result["build_cached"], name
+    for name in ("conv2d_square/001_fe76667a27343746.txt", "conv2d_square/002_af9bec9bd9895a43.txt"):
+        assert shipped[name]["elapsed_s"] < 5, name  # judged from the build's outcome
+
+
 def test_fused_kernel_beats_pytorch(shipped):
     assert shipped["bias_gelu_residual/cuda_fused.py"]["speedup"] > 1.0
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_all_gpus_give_the_verdicts_of_one(tmp_path):
+    verdicts = []
+    for gpus in ("0", ",".join(map(str, range(torch.cuda.device_count())))):
+        out = tmp_path / f"gpus{len(gpus)}"
+        code = main(["eval", str(DATA / "candidates"), "--problems", str(DATA / "problems"), "--out", str(out),
+                     "--device", "cuda", "--trials", "3", "--timeout", "30", "--build-dir", str(tmp_path / "b"),
+                     "--db", str(tmp_path / "h.db"), "--gpus", gpus])
+        assert code == 0
+        results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+        verdicts.append({r["candidate"]: r["status"] for r in results})
+        used = {r["gpu"] for r in results if r["gpu"] is not None}
+    assert verdicts[0] == verdicts[1]
+    assert len(used) > 1  # the work really was spread
 
 
 def test_wrong_and_crashing_candidates_on_gpu(tmp_path):
@@ -140,4 +166,5 @@ def test_check_runs_on_the_gpu(tmp_path):
     """The parent opens CUDA IPC handles before anything else initialised CUDA in it."""
     assert main(["check", str(DATA / "degenerate"), "--device", "cuda", "--json", str(tmp_path / "f.jsonl")]) == 0
     findings = {f["problem"]: f["flags"] for f in map(json.loads, (tmp_path / "f.jsonl").read_text().splitlines())}
-    assert findings["healthy_relu"] == [] and "zeros_pass" in findings["wide_softmax"]
+    # Inputs are made on the GPU there, so which of the two flags fits depends on their values.
+    assert findings["healthy_relu"] == [] and {"zeros_pass", "near_zero"} & set(findings["wide_softmax"])

@@ -1,6 +1,7 @@
 """Scheduling: who gets which cores and GPUs, how lanes pick work, and that a run gives the same
 verdicts however it is spread out (locally with several builds at once, or on Ray)."""
 
+import importlib.util
 import json
 import os
 import threading
@@ -109,9 +110,7 @@ def test_usage_errors_for_bad_scale_options(tmp_path, capsys):
 
 
 def require_ray():
-    try:
-        import ray  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("ray") is None:
         if os.environ.get("CI"):
             pytest.fail("Ray tests need Ray (pip install -e '.[ray]'); CI installs it")
         pytest.skip("Ray is not installed (pip install -e '.[ray]')")

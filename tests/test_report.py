@@ -6,7 +6,7 @@ import json
 
 from harness.export import kernelbench_json, to_csv
 from harness.records import Result, Status, TimingStats
-from harness.report import compare_runs, group_by_problem, page_name, render_compare, speedup_histogram_svg
+from harness.report import compare_runs, group_by_problem, page_name, render_compare, render_site, speedup_histogram_svg
 
 
 def timing(median):
@@ -63,3 +63,14 @@ def test_kernelbench_export_keys_by_problem_number_and_reports_fast_p():
     assert (first["sample_id"], first["compiled"], first["correctness"], first["runtime"]) == (0, True, True, 1.0)
     assert (second["compiled"], second["correctness"], second["runtime"]) == (False, False, -1.0)
     assert fast_p["total"] == 3 and fast_p["fast_p"]["1"] == 1 / 3
+
+
+def test_candidate_page_says_how_it_was_built(tmp_path):
+    compiled = make("compiled", Status.ok, 2.0).model_copy(update={"build_s": 35.25, "gpu": 1})
+    cached = make("cached", Status.ok, 2.0).model_copy(update={"build_s": 0.0, "build_cached": True})
+    unbuilt = make("python", Status.ok, 2.0)
+    render_site(None, [compiled, cached, unbuilt], lambda r: None, tmp_path)
+    text = {r.candidate: (tmp_path / "c" / page_name(r)).read_text() for r in (compiled, cached, unbuilt)}
+    assert '<dd id="build">35.2 s, ahead of evaluation</dd>' in text["compiled"] and "on GPU 1" in text["compiled"]
+    assert '<dd id="build">from the build cache</dd>' in text["cached"]
+    assert '<dd id="build">–</dd>' in text["python"]
