@@ -1,9 +1,14 @@
-"""Worker-side helpers: input casting per precision, plain-tensor outputs, parameter digests."""
+"""Worker-side helpers: input casting per precision, plain-tensor outputs, parameter digests,
+when timing inputs are made, and pinning to the cores a worker was given."""
+
+import os
+import types
 
 import pytest
 import torch
 
-from harness.worker import NotPlainTensor, cast_inputs, param_digests, plain_outputs
+from harness.protocol import WorkerJob
+from harness.worker import NotPlainTensor, Session, cast_inputs, param_digests, pin_to_cpus, plain_outputs
 
 
 def test_precision_casts_floating_inputs_but_never_class_indices():
@@ -31,3 +36,38 @@ def test_parameter_digests_are_equal_for_equal_seeds_only():
     assert build(1) == build(1)
     assert build(1) != build(2)
     assert [d.shape for d in build(1)] == [[3, 4], [3]]
+
+
+def counting_problem():
+    problem = types.SimpleNamespace(calls=0)
+
+    def get_inputs():
+        problem.calls += 1
+        return [torch.randn(4, 8)]
+
+    problem.get_inputs = get_inputs
+    return problem
+
+
+def test_timing_inputs_are_made_in_the_warm_up_not_while_the_parent_times():
+    problem = counting_problem()
+    job = WorkerJob(role="candidate", problem_path="p.py", device="cpu", precision="fp32", init_seed=0, warmup=2,
+                    trials=5)
+    session = Session(job, problem, torch.nn.ReLU())
+    session.warm_up(seed=1)
+    assert problem.calls == 1
+    stats, sampled = session.time(seed=1)
+    assert problem.calls == 1 and stats.n == 5 and len(sampled) == 3
+
+
+def test_worker_pins_itself_to_the_cores_it_was_given(monkeypatch):
+    pinned = []
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: pinned.append(set(cpus)))
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: pinned.append(n))
+    monkeypatch.setenv("HARNESS_CPUS", "2,3")
+    pin_to_cpus()
+    assert pinned == [{2, 3}, 2]
+    pinned.clear()
+    monkeypatch.delenv("HARNESS_CPUS")
+    pin_to_cpus()
+    assert pinned == []
