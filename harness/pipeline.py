@@ -292,7 +292,6 @@ class Pipeline:
         for candidate in to_build:
             work.put(candidate)
         placement = self.build_placement(len(to_build))
-        remaining = [len(to_build)]
         lock = threading.Lock()
         if not to_build:
             finished.set()
@@ -305,9 +304,8 @@ class Pipeline:
                     return
                 self._build_one(candidate, placement)
                 with lock:
-                    remaining[0] -= 1
                     self.builds_done += 1
-                    if not remaining[0]:
+                    if self.builds_done == len(to_build):
                         finished.set()
 
         for _ in range(min(self.resources.jobs, len(to_build))):
