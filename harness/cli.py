@@ -245,6 +245,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _scale(args: argparse.Namespace, config: EvalConfig) -> RunScale:
     gpus = None
     if args.gpus is not None:
+        if args.backend == "ray":
+            raise UsageError("--gpus is for local runs; on Ray each evaluation task gets the GPU Ray assigns it")
         if config.device != "cuda":
             raise UsageError("--gpus needs a CUDA run")
         try:

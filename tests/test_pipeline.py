@@ -107,6 +107,8 @@ def test_usage_errors_for_bad_scale_options(tmp_path, capsys):
     assert "--gpus needs a CUDA run" in capsys.readouterr().err
     assert main(eval_args(tmp_path, DATA / "candidates", "--jobs", "0")) == 2
     assert "--jobs must be at least 1" in capsys.readouterr().err
+    assert main(eval_args(tmp_path, DATA / "candidates", "--gpus", "0", "--backend", "ray")) == 2
+    assert "--gpus is for local runs" in capsys.readouterr().err
 
 
 def require_ray():
