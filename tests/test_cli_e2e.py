@@ -1,12 +1,15 @@
 """End to end on CPU: one run over small problems with one candidate for each verdict."""
 
 import json
+import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -214,6 +217,38 @@ def test_a_killed_run_resumes_without_judging_anything_twice(tmp_path):
     assert main(eval_args(tmp_path, tmp_path / "c", db="fresh.db", out="fresh")) == 0
     fresh = {r["candidate"]: r["status"] for r in map(json.loads, (tmp_path / "fresh" / "results.jsonl").read_text().splitlines())}
     assert resumed == fresh and len(fresh) == len(QUICK)
+
+
+def workers_under(directory):
+    """Live worker processes whose working directory (their scratch dir) is under `directory`."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if str(directory) in os.readlink(proc / "cwd") and b"harness.worker" in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_sigterm_stops_the_run_kills_its_workers_and_says_how_to_resume(tmp_path):
+    """A worker stuck in forward (its phase deadline far away) is killed with the run."""
+    (tmp_path / "c" / "tiny_relu").mkdir(parents=True)
+    shutil.copy(DATA / "candidates" / "tiny_relu" / "timeout.py", tmp_path / "c" / "tiny_relu" / "timeout.py")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    args = eval_args(tmp_path, tmp_path / "c") + ["--timeout", "600"]
+    harness = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=REPO, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, env=os.environ | {"TMPDIR": str(scratch)})
+    deadline = time.monotonic() + 120
+    while len(workers_under(scratch)) < 2 and time.monotonic() < deadline:  # the reference and the candidate
+        time.sleep(0.2)
+    assert len(workers_under(scratch)) == 2
+    harness.send_signal(signal.SIGTERM)
+    _, stderr = harness.communicate(timeout=60)
+    assert harness.returncode == 130
+    assert "--resume" in stderr
+    assert workers_under(scratch) == []
 
 
 def test_resume_with_nothing_to_resume_is_a_usage_error(tmp_path, capsys):
