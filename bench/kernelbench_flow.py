@@ -121,8 +121,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900.0)
     args = parser.parse_args()
 
-    from harness.candidates import discover_candidates
-    from harness.problems import discover_problems
+    from harness.inputs.candidates import discover_candidates
+    from harness.inputs.problems import discover_problems
 
     problems = {p.id: p for p in discover_problems(args.problems)}
     candidates = [c for c in discover_candidates(args.candidates, list(problems.values()))

@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.diagnose import diagnose
+from harness.judge.diagnose import diagnose
 from harness.records import Result, Status, TimingStats
-from harness.report import render_site
+from harness.present.site import render_site
 
 CODE = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n" * 8
 

@@ -118,7 +118,7 @@ def main() -> int:
     import torch
 
     gpus = torch.cuda.device_count()
-    from harness.pipeline import plan_resources
+    from harness.schedule.plan import plan_resources
 
     jobs = plan_resources("cuda" if gpus else "cpu", [0] if gpus else None, None).jobs
     report: dict = {"gpus": gpus, "device": torch.cuda.get_device_name(0) if gpus else "cpu", "runs": {}}

@@ -1,22 +1,35 @@
-"""Typed records that flow between the stages. Every stage takes and returns these."""
+"""Typed records that flow between the stages. Every stage takes and returns these.
+
+    inputs    -> Problem, Candidate
+    build     -> BuildOutcome (build/cache.py)
+    worker    -> Reply, TimingStats (worker/protocol.py)
+    judge     -> Verdict + Observations -> Result
+    run/store -> RunInfo, Result rows
+"""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+# The version of one record in results.jsonl (and of the JSON kept per result in the database).
+# The database schema has its own number (store.DATABASE_SCHEMA_VERSION).
+RESULT_SCHEMA_VERSION = 1
 
 Precision = Literal["fp32", "fp16", "bf16"]
 Baseline = Literal["eager", "compile"]
+Device = Literal["cpu", "cuda"]
 
 # KernelBench's tolerances per precision (fp32 tightened to 1e-4 in late 2025).
 DEFAULT_TOLERANCE: dict[str, float] = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 
 
 class Status(str, enum.Enum):
+    """The verdict. Only judge/verdicts.py gives a Result one."""
+
     ok = "ok"
     mismatch = "mismatch"
     compile_error = "compile_error"
@@ -26,6 +39,36 @@ class Status(str, enum.Enum):
     crash = "crash"
     rejected = "rejected"
     skipped = "skipped"
+
+
+class Flag(str, enum.Enum):
+    """What else the harness noticed. Some come with a `rejected` verdict (how it cheated); the
+    others annotate any verdict."""
+
+    # reasons for `rejected`
+    not_plain_tensor = "not_plain_tensor"
+    reference_fallback = "reference_fallback"
+    input_mutation = "input_mutation"
+    inconsistent_when_timed = "inconsistent_when_timed"
+    faster_than_hardware = "faster_than_hardware"
+    tampered_results = "tampered_results"
+    # annotations
+    init_differs = "init_differs"
+    threads_left_running = "threads_left_running"
+    timing_disagrees = "timing_disagrees"
+    shape_specialized = "shape_specialized"
+
+
+class Phase(str, enum.Enum):
+    """Where an evaluation stopped (None on a Result that got through every phase)."""
+
+    extract = "extract"
+    load = "load"
+    init = "init"
+    correctness = "correctness"
+    timing = "timing"
+    profile = "profile"
+    shapes = "shapes"
 
 
 class CandidateKind(str, enum.Enum):
@@ -43,6 +86,11 @@ class CandidateKind(str, enum.Enum):
         if self is CandidateKind.cpp:
             return device == "cpu"
         return True
+
+    @property
+    def built_ahead(self) -> bool:
+        """load_inline extensions are compiled by a build worker first; Triton compiles at its first call."""
+        return self in (CandidateKind.cuda, CandidateKind.cpp)
 
 
 class Problem(BaseModel):
@@ -79,7 +127,7 @@ class Tolerance(BaseModel):
 
 
 class EvalConfig(BaseModel):
-    device: Literal["cpu", "cuda"]
+    device: Device
     precision: Precision = "fp32"
     baseline: Baseline = "eager"
     correctness_trials: int = Field(5, ge=1)
@@ -97,6 +145,40 @@ class EvalConfig(BaseModel):
         return Tolerance(
             atol=self.atol if self.atol is not None else problem.atol if problem.atol is not None else default,
             rtol=self.rtol if self.rtol is not None else problem.rtol if problem.rtol is not None else default,
+        )
+
+
+# Variables a build or a CUDA program legitimately needs; everything else (tokens, keys,
+# credentials of the caller) stays out of candidate processes.
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "PYTHONPATH", "CUDA_HOME", "CUDA_PATH",
+              "CUDA_VISIBLE_DEVICES", "TORCH_CUDA_ARCH_LIST", "CC", "CXX", "MAX_JOBS")
+PASSED_PREFIXES = ("NVIDIA_", "CUDNN_")
+# What besides the code decides a build's output (part of the build cache key).
+BUILD_FLAG_VARIABLES = ("CC", "CXX", "CUDA_HOME", "CUDA_PATH", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS")
+
+
+class HostEnv(BaseModel):
+    """The caller's environment, read once at the edge (the command line or the API) and handed
+    down: nothing below reads os.environ."""
+
+    model_config = ConfigDict(frozen=True)
+
+    passed: dict[str, str] = {}  # what workers may see (PASSED_ENV, PASSED_PREFIXES)
+    build_flags: dict[str, str] = {}  # BUILD_FLAG_VARIABLES that are set
+    cuda_visible_devices: str | None = None
+    torch_cuda_arch_list: str | None = None
+    max_jobs: str | None = None
+    cache_home: str  # XDG_CACHE_HOME, or ~/.cache
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str], home: str) -> HostEnv:
+        return cls(
+            passed={k: v for k, v in environ.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)},
+            build_flags={k: environ[k] for k in BUILD_FLAG_VARIABLES if k in environ},
+            cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
+            torch_cuda_arch_list=environ.get("TORCH_CUDA_ARCH_LIST") or None,
+            max_jobs=environ.get("MAX_JOBS"),
+            cache_home=environ.get("XDG_CACHE_HOME") or f"{home}/.cache",
         )
 
 
@@ -149,16 +231,74 @@ class Diagnosis(BaseModel):
     other_causes: list[str] = Field(default_factory=list)  # further categories that also apply
 
 
+class Verdict(BaseModel):
+    """A decision of judge/verdicts.py: the status, its one-line reason and what shows it."""
+
+    status: Status
+    error: str | None = None
+    flags: list[Flag] = Field(default_factory=list)  # flags that come with this verdict (how it cheated)
+    evidence: list[str] = Field(default_factory=list)
+    phase: Phase | None = None  # where it was decided, when that is not where the evaluation stood
+    compiler_diagnostics: list[CompilerDiagnostic] = Field(default_factory=list)
+
+
+class Observations(BaseModel):
+    """What evaluating a candidate measured and noticed, whatever the verdict turns out to be."""
+
+    phase: Phase | None = None  # the phase the evaluation was in
+    flags: list[Flag] = Field(default_factory=list)
+    evidence: list[str] = Field(default_factory=list)
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    trials_passed: int = 0
+    timing: TimingStats | None = None
+    reference_timing: TimingStats | None = None
+    wall_ms_per_call: float | None = None
+    reference_wall_ms_per_call: float | None = None
+    vouched_median_ms: float | None = None  # the candidate's median as the harness's clock vouches for it
+    log_tail: str | None = None
+    elapsed_s: float = 0.0
+    build_s: float | None = None
+    build_cached: bool = False
+    gpu: int | None = None
+
+    def note(self, flag: Flag, evidence: str | None = None) -> None:
+        if flag not in self.flags:
+            self.flags.append(flag)
+        if evidence:
+            self.evidence.append(evidence)
+
+
+class Subject(BaseModel):
+    """Which (problem, candidate) a result is about."""
+
+    run_id: str
+    problem: str | None
+    candidate: str
+    kind: CandidateKind | None = None
+    candidate_hash: str
+    code_hash: str | None = None
+    problem_hash: str | None = None
+
+    @classmethod
+    def of(cls, run_id: str, candidate: Candidate, problem: Problem | None) -> Subject:
+        return cls(run_id=run_id, problem=candidate.problem_id, candidate=candidate.rel_path, kind=candidate.kind,
+                   candidate_hash=candidate.source_hash, code_hash=candidate.code_hash,
+                   problem_hash=problem.source_hash if problem else None)
+
+
 class Result(BaseModel):
-    schema_version: int = SCHEMA_VERSION
+    """One line of results.jsonl (docs: README, "What a result means")."""
+
+    schema_version: int = RESULT_SCHEMA_VERSION
     run_id: str
     problem: str | None
     candidate: str
     status: Status
     speedup: float | None = None
-    flags: list[str] = Field(default_factory=list)
+    flags: list[Flag] = Field(default_factory=list)
     error: str | None = None
-    phase: str | None = None  # where it stopped: extract, load, init, correctness, timing
+    phase: Phase | None = None  # where it stopped: extract, load, init, correctness, timing, profile, shapes
     kind: CandidateKind | None = None
     candidate_hash: str
     code_hash: str | None = None
@@ -195,7 +335,7 @@ class MachineInfo(BaseModel):
 
 
 class RunInfo(BaseModel):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = RESULT_SCHEMA_VERSION
     run_id: str
     started_at: str
     finished_at: str | None = None

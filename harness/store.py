@@ -46,7 +46,7 @@ MIGRATIONS: list[str] = [
     CREATE INDEX runs_by_config ON runs(config_key, started_at);
     """,
 ]
-SCHEMA_VERSION = len(MIGRATIONS)
+DATABASE_SCHEMA_VERSION = len(MIGRATIONS)
 
 
 class StoreError(Exception):
@@ -87,9 +87,9 @@ class Database:
 
     def migrate(self) -> None:
         version = self.version
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"{self.path} has schema version {version}; this harness knows up to {SCHEMA_VERSION}")
-        for step in range(version, SCHEMA_VERSION):
+        if version > DATABASE_SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {version}; this harness knows up to {DATABASE_SCHEMA_VERSION}")
+        for step in range(version, DATABASE_SCHEMA_VERSION):
             with self.conn:
                 self.conn.executescript(MIGRATIONS[step])
                 self.conn.execute(f"PRAGMA user_version = {step + 1}")

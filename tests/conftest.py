@@ -3,9 +3,6 @@ from pathlib import Path
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
-
 
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():

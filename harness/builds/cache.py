@@ -1,0 +1,135 @@
+"""The build cache: where each candidate's extensions are compiled, and what each build came to.
+
+Layout: <root>/<key digest>/ holds torch's build dirs for one candidate code under one
+toolchain, plus `outcome.json` once the build is decided. A key covers everything that changes
+the compiler's command lines or the binary: the code, torch, CUDA, the target architectures,
+the compilers and Python. Two runs sharing a root take `.harness-lock` (flock, released by the
+kernel when its holder dies) around any build or load in a key dir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import fcntl
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from pydantic import BaseModel
+
+from ..records import HostEnv
+from ..worker.protocol import Failure
+
+OUTCOME_FILE = "outcome.json"
+LOCK_FILE = ".harness-lock"
+TORCH_BATON = "lock"  # torch.utils.cpp_extension's FileBaton in each extension's build dir
+
+
+def default_build_root(host: HostEnv) -> Path:
+    return Path(host.cache_home) / "harness" / "extensions"
+
+
+class Toolchain(BaseModel):
+    """What besides the code decides a build's output, fixed for a whole run."""
+
+    torch: str
+    cuda: str | None
+    arch_list: str | None  # TORCH_CUDA_ARCH_LIST, set explicitly for build and evaluation alike
+    python: str
+    flags: dict[str, str]
+
+    def key(self, code_hash: str) -> str:
+        """The cache key digest: one directory per code and toolchain. Candidates reusing an
+        extension name (seeds 000, 001 and 004 all call theirs conv2d_cuda) never meet."""
+        payload = json.dumps({"code": code_hash, **self.model_dump()}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+    def env(self) -> dict[str, str]:
+        return {"TORCH_CUDA_ARCH_LIST": self.arch_list} if self.arch_list else {}
+
+
+def cuda_arch_list(gpus: list[int], host: HostEnv) -> str:
+    """The target GPUs' compute capabilities ("9.0"), unless the user chose TORCH_CUDA_ARCH_LIST.
+    Set explicitly so a build worker that sees no GPU compiles exactly what the evaluating
+    worker would, and the latter finds the build up to date."""
+    if host.torch_cuda_arch_list:
+        return host.torch_cuda_arch_list
+    capabilities = sorted({torch.cuda.get_device_capability(gpu) for gpu in gpus})
+    return ";".join(f"{major}.{minor}" for major, minor in capabilities)
+
+
+def toolchain(device: str, gpus: list[int], host: HostEnv) -> Toolchain:
+    return Toolchain(torch=torch.__version__, cuda=torch.version.cuda,
+                     arch_list=cuda_arch_list(gpus, host) if device == "cuda" and gpus else None,
+                     python=f"{sys.implementation.cache_tag}-{sys.platform}", flags=dict(host.build_flags))
+
+
+class BuildCache:
+    """A cache root under one toolchain: the key directory for each code hash."""
+
+    def __init__(self, root: Path, toolchain: Toolchain):
+        self.root = root.resolve()  # Ray tasks and workers run elsewhere than here
+        self.toolchain = toolchain
+
+    def key_dir(self, code_hash: str) -> Path:
+        return self.root / self.toolchain.key(code_hash)
+
+
+class BuildStatus(str, enum.Enum):
+    built = "built"  # imported (and so compiled and loaded) without error
+    failed = "failed"  # the compiler or linker failed: a compile_error, no GPU needed to say so
+    timed_out = "timed_out"  # the build ran past --build-timeout
+    deferred = "deferred"  # import failed for another reason (it may need a GPU): the evaluation decides
+
+
+class BuildOutcome(BaseModel):
+    """What building one candidate ahead of evaluation found."""
+
+    key: str
+    status: BuildStatus
+    seconds: float = 0.0  # compiling (and importing) it, 0 when the cache answered
+    cached: bool = False
+    failure: Failure | None = None  # failed: the exception load_inline raised
+    log_head: str = ""  # failed: the start of the build log, where the compiler's errors are
+    error: str | None = None  # timed_out: what the sandbox said
+
+    @property
+    def decided(self) -> bool:
+        """Worth keeping in the cache: the same code and toolchain give the same outcome."""
+        return self.status in (BuildStatus.built, BuildStatus.failed)
+
+
+def read_outcome(key_dir: Path) -> BuildOutcome | None:
+    try:
+        return BuildOutcome.model_validate_json((key_dir / OUTCOME_FILE).read_text())
+    except (OSError, ValueError):
+        return None  # absent, or torn by a crash: build again
+
+
+def write_outcome(key_dir: Path, outcome: BuildOutcome) -> None:
+    """Atomically: a reader sees the old state or the whole new file."""
+    partial = key_dir / f".{OUTCOME_FILE}.{os.getpid()}"
+    partial.write_text(outcome.model_dump_json())
+    os.replace(partial, key_dir / OUTCOME_FILE)
+
+
+@contextlib.contextmanager
+def key_lock(key_dir: Path) -> Iterator[None]:
+    """Exclusive use of one key dir across threads and processes. torch's own baton is a plain
+    file that a killed build leaves behind (the next load_inline then waits on it forever); every
+    harness process builds or loads only under this lock, so a baton found while holding it is
+    stale and is removed."""
+    key_dir.mkdir(parents=True, exist_ok=True)
+    with open(key_dir / LOCK_FILE, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            for baton in key_dir.glob(f"*/{TORCH_BATON}"):
+                baton.unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

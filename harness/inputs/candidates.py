@@ -1,0 +1,159 @@
+"""Discover candidate files and extract the Python answer from each.
+
+Layouts: `candidates/<problem_id>/<name>.{py,txt,md}`, and KernelBench's flat
+`level_{L}_problem_{N}_sample_{S}_kernel.py` resolved against a KernelBench-style problems dir.
+`.txt`/`.md` files are raw model transcripts: the final Python answer is extracted from them.
+Nothing here imports or runs candidate code.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..records import Candidate, CandidateKind, Problem
+
+CANDIDATE_SUFFIXES = (".py", ".txt", ".md")
+KERNELBENCH_NAME = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
+# A fence line: ``` or ~~~ with an optional info string (the language).
+FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w+.#-]*)[^`]*$")
+PYTHON_TAGS = {"python", "py", "python3", "py3"}
+MAX_CANDIDATE_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    language: str  # lower-case info string, "" when untagged
+    text: str
+    terminated: bool
+
+
+def split_code_blocks(text: str) -> list[CodeBlock]:
+    """Fenced blocks in order. A tagged fence always opens a block (closing any open one, as
+    models often forget to close); a bare fence closes an open block or opens an untagged one;
+    a block still open at the end of the text runs to the end."""
+    blocks: list[CodeBlock] = []
+    language: str | None = None  # None: outside any block
+    lines: list[str] = []
+    for line in text.splitlines():
+        fence = FENCE.match(line)
+        if fence is None:
+            if language is not None:
+                lines.append(line)
+            continue
+        tag = fence.group(2).lower()
+        if language is not None:
+            blocks.append(CodeBlock(language, "\n".join(lines) + "\n", terminated=not tag))
+            language, lines = None, []
+            if not tag:
+                continue
+        language, lines = tag, []
+    if language is not None:
+        blocks.append(CodeBlock(language, "\n".join(lines) + "\n", terminated=False))
+    return blocks
+
+
+def _defines_model_new(code: str) -> bool:
+    return re.search(r"^\s*class\s+ModelNew\b", code, re.MULTILINE) is not None
+
+
+def extract_code(text: str) -> tuple[str | None, str | None]:
+    """Return (code, None) or (None, why no code could be extracted).
+
+    The answer is the last Python block that defines ModelNew (reasoning comes first, other
+    languages may follow); failing that the last Python block, the last untagged block that
+    defines ModelNew, or the whole text when it is Python itself."""
+    blocks = split_code_blocks(text)
+    python_blocks = [b for b in blocks if b.language in PYTHON_TAGS]
+    untagged = [b for b in blocks if b.language == "" and _defines_model_new(b.text)]
+    for choice in (
+        [b for b in python_blocks if _defines_model_new(b.text)],
+        python_blocks,
+        untagged,
+    ):
+        if choice:
+            return choice[-1].text, None
+    if _is_python(text):
+        return text, None
+    if blocks:
+        languages = sorted({b.language or "untagged" for b in blocks})
+        return None, f"no Python code block in the transcript (found {len(blocks)} block(s): {', '.join(languages)})"
+    return None, "no code found: the file has no fenced code block and is not Python"
+
+
+def _is_python(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return bool(text.strip())
+
+
+def classify_kind(code: str) -> CandidateKind:
+    if re.search(r"^\s*(import triton|from triton)|@triton\.jit", code, re.MULTILINE):
+        return CandidateKind.triton
+    if re.search(r"cuda_sources\s*=|__global__|#include\s*<cuda", code):
+        return CandidateKind.cuda
+    if re.search(r"load_inline|cpp_extension", code):
+        return CandidateKind.cpp
+    return CandidateKind.python
+
+
+def read_candidate(path: Path, rel_path: str, problem_id: str | None) -> Candidate:
+    raw = path.read_bytes()
+    source_hash = hashlib.sha256(raw).hexdigest()
+
+    def failed(reason: str) -> Candidate:
+        return Candidate(path=str(path.resolve()), rel_path=rel_path, problem_id=problem_id,
+                         source_hash=source_hash, code=None, code_hash=None, extraction_error=reason)
+
+    if len(raw) > MAX_CANDIDATE_BYTES:
+        return failed(f"file is {len(raw)} bytes, over the {MAX_CANDIDATE_BYTES}-byte limit for a candidate")
+    if b"\x00" in raw:
+        return failed("not a text file (contains NUL bytes)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return failed(f"not UTF-8 text (bad byte at offset {exc.start})")
+    if path.suffix == ".py" and (_is_python(text) or not split_code_blocks(text)):
+        code, reason = text, None  # a .py file is code, even broken: the import names the error
+    else:
+        code, reason = extract_code(text)
+    if code is None:
+        return failed(reason or "no code")
+    return Candidate(
+        path=str(path.resolve()), rel_path=rel_path, problem_id=problem_id, source_hash=source_hash,
+        code=code, code_hash=hashlib.sha256(code.encode()).hexdigest(), kind=classify_kind(code),
+    )
+
+
+def _kernelbench_problem(name: str, problems: list[Problem]) -> str | None:
+    match = KERNELBENCH_NAME.match(name)
+    if match is None:
+        return None
+    level, number = int(match.group(1)), int(match.group(2))
+    for problem in problems:
+        if problem.kernelbench_number == number and problem.kernelbench_level in (level, None):
+            return problem.id
+    return None
+
+
+def discover_candidates(root: Path, problems: list[Problem]) -> list[Candidate]:
+    """Every candidate file under `root`, each tied to a problem id (or None when it names none)."""
+    known = {p.id for p in problems}
+    found: list[Candidate] = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.suffix not in CANDIDATE_SUFFIXES or path.name.startswith((".", "_")):
+            continue
+        rel = path.relative_to(root)
+        if len(rel.parts) == 1 and path.suffix != ".py":
+            continue  # notes such as README.md beside the problem folders
+        if len(rel.parts) == 1:
+            problem_id = _kernelbench_problem(path.name, problems)
+        else:
+            problem_id = rel.parts[0] if rel.parts[0] in known else None
+        found.append(read_candidate(path, rel.as_posix(), problem_id))
+    return found

@@ -1,0 +1,114 @@
+"""Discover reference problems (KernelBench format) and load them.
+
+A problem is one Python file with `Model`, `get_inputs()`, `get_init_inputs()` and module-level
+size constants. Two layouts are accepted: our `problems/<id>.py`, and a KernelBench level folder
+as it is (`levelN/{number}_{Name}.py`). Discovery never imports a problem; loading does, and only
+the worker and tests load them.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import re
+import types
+from pathlib import Path
+
+from ..records import Problem
+
+KERNELBENCH_FILE = re.compile(r"^(\d+)_\w+$")
+LEVEL_DIR = re.compile(r"^level(\d+)$")
+REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+
+
+class ProblemError(Exception):
+    """A problems directory or file that cannot be used; the message says why."""
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _float_constant(tree: ast.Module, name: str) -> float | None:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, (int, float)):
+                return float(node.value.value)
+    return None
+
+
+def _describe(path: Path, level: int | None) -> Problem:
+    source = path.read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise ProblemError(f"{path}: not valid Python ({exc.msg}, line {exc.lineno})") from None
+    defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    missing = [n for n in REQUIRED_NAMES if n not in defined]
+    if missing:
+        raise ProblemError(f"{path}: not a KernelBench problem, missing {', '.join(missing)}")
+    match = KERNELBENCH_FILE.match(path.stem)
+    return Problem(
+        id=path.stem,
+        path=str(path.resolve()),
+        source_hash=sha256_text(source),
+        source=source,
+        kernelbench_level=level,
+        kernelbench_number=int(match.group(1)) if match else None,
+        atol=_float_constant(tree, "ATOL"),
+        rtol=_float_constant(tree, "RTOL"),
+    )
+
+
+def discover_problems(root: Path) -> list[Problem]:
+    """All problems under `root`: its own *.py files, plus those of any levelN subfolders."""
+    if not root.is_dir():
+        raise ProblemError(f"problems directory {root} does not exist")
+    dirs = [root] + sorted(d for d in root.iterdir() if d.is_dir() and LEVEL_DIR.match(d.name))
+    problems: dict[str, Problem] = {}
+    for directory in dirs:
+        level_match = LEVEL_DIR.match(directory.resolve().name)
+        level = int(level_match.group(1)) if level_match else None
+        for path in sorted(directory.glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            problem = _describe(path, level)
+            if problem.id in problems:
+                raise ProblemError(f"two problems share the id {problem.id}: {problems[problem.id].path} and {path}")
+            problems[problem.id] = problem
+    if not problems:
+        raise ProblemError(f"no problem files (*.py with Model, get_inputs, get_init_inputs) in {root}")
+    return list(problems.values())
+
+
+def load_module(path: str | Path, name: str) -> types.ModuleType:
+    """Import a Python file as a fresh module (not registered in sys.modules)."""
+    spec = importlib.util.spec_from_file_location(name, str(path))
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def input_size_names(module: types.ModuleType) -> list[str]:
+    """Integer module constants that only `get_inputs` reads: the sizes that can change
+    without changing the model's constructor arguments (and so its parameters)."""
+    read_by_inputs = set(module.get_inputs.__code__.co_names)
+    read_by_init = set(module.get_init_inputs.__code__.co_names)
+    return sorted(
+        name
+        for name in read_by_inputs - read_by_init
+        if type(getattr(module, name, None)) is int
+    )
+
+
+def shrink_input_sizes(module: types.ModuleType, factor: int = 16, floor: int = 8) -> dict[str, int]:
+    """Scale the input-only size constants down in place (for quick CPU runs); returns the new values."""
+    new_sizes = {}
+    for name in input_size_names(module):
+        value = getattr(module, name)
+        new_sizes[name] = max(min(value, floor), value // factor)
+        setattr(module, name, new_sizes[name])
+    return new_sizes

@@ -1,0 +1,265 @@
+"""Diagnoses: the cause of a failed verdict, in one line, with a hint that fixes it.
+
+Each detector looks at the finished result (verdict, reason, evidence, compiler diagnostics,
+flags) and the candidate's code, and names one cause from a fixed taxonomy. The first detector
+that matches gives the diagnosis; any others that also match are listed as other causes, since
+one answer often makes several mistakes (seed 001 misses a declaration and uses an API that does
+not exist). Nothing here runs candidate code.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..records import Diagnosis, Result, Status
+
+# Known APIs that models call under the wrong name, with what to use instead.
+API_REPLACEMENTS = {
+    "torch::cuda::getCurrentCUDAStream": "at::cuda::getCurrentCUDAStream() (#include <ATen/cuda/CUDAContext.h>)",
+    "at::cuda::getCurrentCUDAStream": "#include <ATen/cuda/CUDAContext.h> for at::cuda::getCurrentCUDAStream()",
+    "torch::cuda::getDefaultCUDAStream": "at::cuda::getDefaultCUDAStream() (#include <ATen/cuda/CUDAContext.h>)",
+}
+IMPORTS = {
+    "torch": "import torch", "nn": "import torch.nn as nn", "F": "import torch.nn.functional as F",
+    "load_inline": "from torch.utils.cpp_extension import load_inline", "math": "import math",
+    "triton": "import triton", "tl": "import triton.language as tl", "np": "import numpy as np",
+}
+LAUNCH_CHECKS = re.compile(r"cudaGetLastError|cudaPeekAtLastError|C10_CUDA_KERNEL_LAUNCH_CHECK|C10_CUDA_CHECK")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the detectors read: the result and the code it came from."""
+
+    result: Result
+    code: str
+
+    @property
+    def text(self) -> str:
+        return "\n".join([self.result.error or "", *self.result.evidence])
+
+    def compiler_lines(self, pattern: str) -> list[str]:
+        return [d.one_line() for d in self.result.compiler_diagnostics if re.search(pattern, d.message)]
+
+
+@dataclass(frozen=True)
+class Found:
+    summary: str
+    hint: str
+    evidence: list[str]
+
+
+Detector = Callable[[Evidence], Found | None]
+DETECTORS: list[tuple[str, Detector]] = []
+
+
+def detector(category: str):
+    def register(fn: Detector) -> Detector:
+        DETECTORS.append((category, fn))
+        return fn
+    return register
+
+
+def _bound_functions(code: str) -> list[str]:
+    """Names in every functions=[...] list of the code (load_inline's bound functions)."""
+    lists = re.findall(r"functions\s*=\s*\[([^\]]*)\]", code)
+    return [name for found in lists for name in re.findall(r"['\"](\w+)['\"]", found)]
+
+
+@detector("no_code")
+def _no_code(e: Evidence) -> Found | None:
+    if e.result.phase == "extract" and e.result.status is Status.load_error:
+        return Found("no Python answer could be extracted from the file", "answer with one ```python block that "
+                     "defines class ModelNew (the harness takes the last one)", [e.result.error or ""])
+    return None
+
+
+@detector("cxx_standard")
+def _cxx_standard(e: Evidence) -> Found | None:
+    if e.result.status is not Status.compile_error:
+        return None
+    flags = re.findall(r"-std=(?:c|gnu)\+\+(?:98|03|0x|11|14|1y)\b", e.code)
+    needs_17 = e.compiler_lines(r"constexpr|C\+\+17|c\+\+17|std=c\+\+1[47]")
+    if flags:
+        return Found(f"builds with {flags[0]}, but torch's headers need C++17", f"remove {flags[0]} from "
+                     "extra_cflags/extra_cuda_cflags (torch passes -std=c++17 itself)", needs_17[:3] or flags[:1])
+    return None
+
+
+@detector("nonexistent_api")
+def _nonexistent_api(e: Evidence) -> Found | None:
+    for diagnostic in e.result.compiler_diagnostics:
+        match = (re.search(r'namespace "([\w:]+)" has no member "(\w+)"', diagnostic.message)
+                 or re.search(r"[‘'](\w+)[’'] is not a member of [‘']([\w:]+)[’']", diagnostic.message))
+        if match:
+            scope, name = match.groups() if "namespace" in match.re.pattern else match.groups()[::-1]
+            api = f"{scope}::{name}"
+            instead = API_REPLACEMENTS.get(api, "the API this torch version has (see its C++ docs)")
+            return Found(f"{api} does not exist in this torch", f"use {instead} instead of {api}",
+                         [diagnostic.one_line()])
+    return None
+
+
+@detector("missing_declaration")
+def _missing_declaration(e: Evidence) -> Found | None:
+    for name in _bound_functions(e.code):
+        lines = [d.one_line() for d in e.result.compiler_diagnostics
+                 if d.file == "main.cpp" and re.search(rf"[‘'\"]{name}[’'\"] (was not declared|is undefined)|identifier \"{name}\" is undefined", d.message)]
+        if lines:
+            return Found(f"{name} is bound in functions=[...] but not declared in cpp_sources",
+                         f"put its C++ declaration (e.g. `torch::Tensor {name}(torch::Tensor x, ...);`) in cpp_sources: "
+                         "load_inline generates the Python binding from cpp_sources only", lines)
+    return None
+
+
+@detector("extern_c_linkage")
+def _extern_c(e: Evidence) -> Found | None:
+    if "undefined symbol" in e.text and re.search(r'extern\s+"C"', e.code):
+        return Found("the CUDA source defines the function extern \"C\", the C++ declaration expects C++ linkage",
+                     "remove extern \"C\" from the definition in cuda_sources (or declare it extern \"C\" in "
+                     "cpp_sources too)", [e.result.error or ""])
+    return None
+
+
+@detector("launch_config")
+def _launch_config(e: Evidence) -> Found | None:
+    pattern = r"invalid configuration argument|too many resources requested|uses too much shared data|" \
+              r"invalid argument.*launch|exceeds.*shared memory"
+    match = re.search(pattern, e.text, re.IGNORECASE)
+    if match:
+        return Found(f"a kernel launch configuration is invalid ({match.group(0)})",
+                     "keep blockDim.x*y*z <= 1024, gridDim.y and .z <= 65535, and dynamic shared memory <= 48 KB "
+                     "(more only after cudaFuncSetAttribute)", [e.result.error or ""])
+    return None
+
+
+@detector("module_called")
+def _module_called(e: Evidence) -> Found | None:
+    if "'module' object is not callable" in e.text:
+        functions = _bound_functions(e.code)
+        call = f"ext.{functions[0]}(...)" if functions else "ext.<function>(...)"
+        return Found("forward calls the compiled extension module itself instead of its function",
+                     f"call the bound function, e.g. {call}, not ext(...)", [e.result.error or ""])
+    return None
+
+
+@detector("none_for_tensor")
+def _none_for_tensor(e: Evidence) -> Found | None:
+    if "incompatible function arguments" in e.text and re.search(r"\bNone\b", e.text):
+        return Found("None was passed where the binding takes a Tensor (often a missing bias)",
+                     "pass a real tensor, or declare the parameter c10::optional<torch::Tensor> and test has_value()",
+                     [e.result.error or ""])
+    return None
+
+
+@detector("truncated_answer")
+def _truncated(e: Evidence) -> Found | None:
+    if e.result.status is Status.load_error and re.search(
+            r"was never closed|unexpected EOF|EOF while scanning|unterminated (triple-quoted )?string", e.text):
+        return Found("the answer is cut off mid-code", "regenerate with a larger output budget; the last code "
+                     "block ends before the code does", [e.result.error or ""])
+    return None
+
+
+@detector("syntax_error")
+def _syntax(e: Evidence) -> Found | None:
+    if e.result.status is Status.load_error and re.search(r"SyntaxError|IndentationError|TabError", e.text):
+        return Found("the code is not valid Python", "fix the syntax error at the line the reason names",
+                     [e.result.error or ""])
+    return None
+
+
+@detector("no_model_new")
+def _no_model_new(e: Evidence) -> Found | None:
+    if "defines no ModelNew" in e.text:
+        return Found("the code defines no ModelNew class", "define class ModelNew(nn.Module) with the reference "
+                     "Model's constructor and forward signature", [e.result.error or ""])
+    return None
+
+
+@detector("missing_import")
+def _missing_import(e: Evidence) -> Found | None:
+    match = re.search(r"name '(\w+)' is not defined|No module named '([\w.]+)'", e.text)
+    if match and e.result.status in (Status.load_error, Status.runtime_error):
+        name = match.group(1) or match.group(2)
+        fix = IMPORTS.get(name, f"import {name}") if match.group(1) else f"install {name} or avoid it"
+        return Found(f"{name} is used but never imported" if match.group(1) else f"module {name} is not installed",
+                     f"add `{fix}` at the top" if match.group(1) else fix, [e.result.error or ""])
+    return None
+
+
+@detector("init_differs")
+def _init_differs(e: Evidence) -> Found | None:
+    if e.result.status is Status.mismatch and "init_differs" in e.result.flags:
+        return Found("its parameters differ from the reference's after the same seed",
+                     "create parameters exactly as the reference does (same modules, shapes and order, e.g. keep "
+                     "nn.Conv2d(...) and use its .weight) so equal seeds give equal weights", [e.result.error or ""])
+    return None
+
+
+@detector("ignored_ctor_args")
+def _ignored_ctor_args(e: Evidence) -> Found | None:
+    if e.result.status not in (Status.mismatch, Status.runtime_error):
+        return None
+    unused = unused_init_arguments(e.code)
+    if unused:
+        return Found(f"ModelNew.__init__ ignores {', '.join(unused)}",
+                     f"use {', '.join(unused)} from the constructor instead of hard-coding them (other problem "
+                     "sizes and configurations pass other values)", [f"unused constructor arguments: {', '.join(unused)}"])
+    return None
+
+
+@detector("unchecked_launch")
+def _unchecked_launch(e: Evidence) -> Found | None:
+    if e.result.status is Status.mismatch and "<<<" in e.code and not LAUNCH_CHECKS.search(e.code):
+        return Found("kernels are launched without checking for launch errors, and the output is wrong",
+                     "add C10_CUDA_KERNEL_LAUNCH_CHECK() (or check cudaGetLastError()) after each launch: a launch "
+                     "that fails leaves the output uninitialised", [e.result.error or ""])
+    return None
+
+
+def unused_init_arguments(code: str) -> list[str]:
+    """Constructor parameters of ModelNew that its __init__ never reads."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                    params = [a.arg for a in item.args.args[1:] + item.args.kwonlyargs]
+                    read = {n.id for n in ast.walk(item) if isinstance(n, ast.Name)}
+                    return [p for p in params if p not in read]
+    return []
+
+
+# What to say when no specific cause matched: the verdict's own meaning and a general hint.
+FALLBACKS = {
+    Status.compile_error: ("compile_error_other", "fix the first compiler error in the candidate's own source"),
+    Status.load_error: ("import_error_other", "fix the import error the reason names"),
+    Status.runtime_error: ("runtime_error_other", "fix the exception the reason names"),
+    Status.mismatch: ("wrong_output", "compare against the reference on small inputs; check indexing, strides "
+                                      "and accumulation"),
+    Status.timeout: ("timeout", "look for an infinite loop, a deadlock, or a kernel far slower than the reference"),
+    Status.crash: ("crash", "look for out-of-bounds memory access (run under compute-sanitizer) or a null pointer"),
+    Status.rejected: ("rejected", "return plain torch.Tensor outputs computed by your own kernels"),
+}
+
+
+def diagnose(result: Result, code: str | None) -> Diagnosis | None:
+    """The cause of a failed or rejected verdict; None for ok and skipped."""
+    if result.status in (Status.ok, Status.skipped):
+        return None
+    evidence = Evidence(result=result, code=code or "")
+    found = [(category, hit) for category, fn in DETECTORS if (hit := fn(evidence)) is not None]
+    if found:
+        (category, hit), others = found[0], [c for c, _ in found[1:]]
+        return Diagnosis(category=category, summary=hit.summary, hint=hit.hint,
+                         evidence=[line for line in hit.evidence if line][:6], other_causes=others)
+    category, hint = FALLBACKS[result.status]
+    return Diagnosis(category=category, summary=result.error or result.status.value, hint=hint,
+                     evidence=result.evidence[:6])

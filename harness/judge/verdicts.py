@@ -1,0 +1,199 @@
+"""Verdicts: the one place a Result's status is decided.
+
+Every other stage observes (a worker's reply, a comparison, a profile, a build outcome) and asks
+here what the observation means. Each `of_*` function returns the Verdict it calls for, or None
+when the evaluation goes on; `result` assembles the Result from a verdict and what was observed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+
+from ..builds.cache import BuildOutcome, BuildStatus
+from ..builds.compiler_log import is_build_failure, read_compiler_errors
+from ..records import (Candidate, CheckResult, Flag, Observations, Phase, Result, Status, Subject, Verdict)
+from ..worker.parent import StopReason, WorkerStop
+from ..worker.protocol import Failure, HardwareFloor, Reply
+
+NO_CUDA = re.compile(r"Torch not compiled with CUDA|No CUDA GPUs are available|CUDA_HOME environment variable|"
+                     r"Found no NVIDIA driver|No module named 'triton'|cannot find CUDA|nvcc: not found", re.IGNORECASE)
+UNDEFINED_SYMBOL = re.compile(r"undefined symbol:\s*(\S+)")
+MAX_ERROR = 300
+HARDWARE_MARGIN = 0.5  # honest kernels stay above the floor; half of it leaves room for timer noise
+
+
+def one_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    return first if len(first) <= MAX_ERROR else first[: MAX_ERROR - 3] + "..."
+
+
+def demangle(symbol: str) -> str:
+    tool = shutil.which("c++filt")
+    if tool is None:
+        return symbol
+    try:
+        return subprocess.run([tool, symbol], capture_output=True, text=True, timeout=5).stdout.strip() or symbol
+    except (OSError, subprocess.SubprocessError):
+        return symbol
+
+
+def speedup(reference_ms: float, candidate_ms: float) -> float:
+    """Reference median over candidate median."""
+    return reference_ms / candidate_ms if candidate_ms > 0 else math.inf
+
+
+# -- before any worker -------------------------------------------------------------------------
+
+def before_running(candidate: Candidate, device: str) -> Verdict | None:
+    """Verdicts that need no worker: nothing to run, no problem to run against, no GPU."""
+    if candidate.problem_id is None:
+        return Verdict(status=Status.skipped, phase=Phase.extract,
+                       error="matches no problem: put it under candidates/<problem_id>/ or use KernelBench naming")
+    if candidate.code is None:
+        return Verdict(status=Status.load_error, error=candidate.extraction_error, phase=Phase.extract)
+    if not candidate.kind.runs_on(device):
+        needs = "a CUDA GPU" if device == "cpu" else "the CPU (C++ from cpp_sources only)"
+        return Verdict(status=Status.skipped, phase=Phase.extract,
+                       error=f"{candidate.kind.value} candidate needs {needs}; this run is on {device}")
+    return None
+
+
+def of_build(outcome: BuildOutcome, device: str, candidate_text: str) -> Verdict | None:
+    """A build that failed or ran out of time ahead of evaluation is the verdict: no GPU is needed
+    to say so. Any other outcome leaves it to the evaluation."""
+    if outcome.status is BuildStatus.timed_out:
+        return Verdict(status=Status.timeout, error=outcome.error or "the build ran past --build-timeout",
+                       phase=Phase.load)
+    if outcome.status is BuildStatus.failed and outcome.failure is not None:
+        return of_failure(outcome.failure, outcome.log_head, device, candidate_text)
+    return None
+
+
+def reference_failed(reason: str) -> Verdict:
+    """The problem's reference could not load, run or time: its candidates cannot be judged."""
+    return Verdict(status=Status.skipped, error=reason)
+
+
+# -- what a worker said ------------------------------------------------------------------------
+
+def of_failure(failure: Failure, log: str, device: str, candidate_text: str = "") -> Verdict:
+    """A worker exception as a verdict. Build failures are recognised wherever load_inline ran
+    (at import or in __init__), and the log is read too because verbose=True builds print the
+    compiler's output instead of attaching it to the exception."""
+    message = failure.message
+    if is_build_failure(failure.exc_type, message):
+        diagnostics = read_compiler_errors(message, log, candidate_text)
+        first = diagnostics[0].one_line() if diagnostics else \
+            "the extension build failed; no compiler error line was found (see the log)"
+        return Verdict(status=Status.compile_error, error=first, evidence=[d.one_line() for d in diagnostics[:8]],
+                       compiler_diagnostics=diagnostics, phase=failure.phase)
+    evidence = failure.traceback
+    if device == "cpu" and NO_CUDA.search(message):
+        return Verdict(status=Status.skipped, error=f"needs a CUDA GPU; this run is on CPU ({one_line(message)})",
+                       evidence=evidence, phase=failure.phase)
+    symbol = UNDEFINED_SYMBOL.search(message)
+    if symbol:
+        return Verdict(status=Status.load_error, evidence=evidence, phase=failure.phase,
+                       error=f"the built extension does not load: undefined symbol {demangle(symbol.group(1))}")
+    what = f"{failure.exc_type}: {one_line(message)}" if message.strip() else failure.exc_type
+    if failure.phase is Phase.load:
+        return Verdict(status=Status.load_error, error=f"import failed: {what}", evidence=evidence, phase=failure.phase)
+    if failure.phase is Phase.init:
+        return Verdict(status=Status.runtime_error, error=f"ModelNew(*get_init_inputs()) raised {what}",
+                       evidence=evidence, phase=failure.phase)
+    return Verdict(status=Status.runtime_error, error=f"forward raised {what} (during {failure.phase.value})",
+                   evidence=evidence, phase=failure.phase)
+
+
+def of_reply(reply: Reply, log: str, device: str, candidate_text: str) -> Verdict | None:
+    """None for a successful reply; else what its failure means."""
+    if reply.ok:
+        return None
+    if reply.rejected:
+        return Verdict(status=Status.rejected, error=reply.rejected, flags=[Flag.not_plain_tensor])
+    return of_failure(reply.failure, log, device, candidate_text)
+
+
+def of_stop(stop: WorkerStop) -> Verdict:
+    """No valid answer: past its deadline it is a timeout, otherwise the worker crashed."""
+    status = Status.timeout if stop.reason is StopReason.deadline else Status.crash
+    return Verdict(status=status, error=stop.error, evidence=stop.evidence)
+
+
+# -- the checks of an evaluation ---------------------------------------------------------------
+
+def _rejected(flag: Flag, error: str, evidence: list[str] | None = None) -> Verdict:
+    return Verdict(status=Status.rejected, error=error, flags=[flag], evidence=evidence or [])
+
+
+def of_trial(check: CheckResult, changed_inputs: list[int], trial: int, trials: int, init_differs: bool) -> Verdict | None:
+    """One correctness trial: inputs must come back unchanged, outputs must match."""
+    if changed_inputs:
+        return _rejected(Flag.input_mutation,
+                         f"forward changed its input(s) {changed_inputs}: inputs must be left as they are")
+    if check.passed:
+        return None
+    error = f"wrong output on trial {trial + 1}/{trials}: {check.reason}"
+    if init_differs:
+        error += "; its parameters differ from the reference's after the same seed (initialise them as the reference does)"
+    return Verdict(status=Status.mismatch, error=error)
+
+
+def of_timed_sample(check: CheckResult, index: int) -> Verdict | None:
+    if check.passed:
+        return None
+    return _rejected(Flag.inconsistent_when_timed,
+                     f"timed call {index} returned a wrong output ({check.reason}), though the correctness trials passed")
+
+
+def of_speed(candidate_ms: float, floor: HardwareFloor | None) -> Verdict | None:
+    if floor and candidate_ms < HARDWARE_MARGIN * floor.floor_ms:
+        return _rejected(Flag.faster_than_hardware,
+                         f"median {candidate_ms:.4g} ms is below what this GPU can do: {floor.describe()}")
+    return None
+
+
+def of_fallback(evidence: list[str]) -> Verdict | None:
+    if not evidence:
+        return None
+    return _rejected(Flag.reference_fallback, f"forward computes with PyTorch's own kernels: {evidence[0]}", evidence)
+
+
+def of_other_shapes(sizes_described: str, problem: str, strict: bool) -> Verdict | None:
+    """Correct at the official shape only: a mismatch under --strict-shapes, else a flag."""
+    if not strict:
+        return None
+    return Verdict(status=Status.mismatch, error=f"correct at the benchmark's shape only; at {sizes_described}: {problem}")
+
+
+def passed() -> Verdict:
+    return Verdict(status=Status.ok)
+
+
+# -- the record --------------------------------------------------------------------------------
+
+def result(subject: Subject, verdict: Verdict, observed: Observations) -> Result:
+    """The Result of a verdict: an `ok` carries its speedup and what was noticed on the way; any
+    other verdict carries its own reason and evidence."""
+    ok = verdict.status is Status.ok
+    reference_ms = observed.reference_timing.median_ms if observed.reference_timing else None
+    ratio = speedup(reference_ms, observed.vouched_median_ms) \
+        if ok and reference_ms is not None and observed.vouched_median_ms is not None else None
+    return Result(
+        **subject.model_dump(), status=verdict.status, speedup=ratio, error=verdict.error,
+        flags=observed.flags + [f for f in verdict.flags if f not in observed.flags],
+        phase=None if ok else verdict.phase or observed.phase,
+        evidence=observed.evidence if ok else verdict.evidence, compiler_diagnostics=verdict.compiler_diagnostics,
+        **observed.model_dump(exclude={"phase", "flags", "evidence", "vouched_median_ms"}),
+    )
+
+
+def tampered(result: Result) -> Result:
+    """The results changed on disk while this candidate's code ran: it is not believed."""
+    return result.model_copy(update={
+        "status": Status.rejected, "speedup": None, "flags": result.flags + [Flag.tampered_results],
+        "error": "the results database or results.jsonl changed while this candidate ran"})

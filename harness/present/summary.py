@@ -1,0 +1,92 @@
+"""A run at a glance: the figures KernelBench reports (compiled and correct rates, fast_p,
+geometric-mean speedup) and the tables printed at the end of a run and by `explain`."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from pydantic import BaseModel
+
+from ..records import Candidate, Problem, Result, Status
+
+MAX_SUMMARY_ROWS = 60
+FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
+
+
+class RunSummary(BaseModel):
+    total: int
+    by_status: dict[str, int]
+    compiled_rate: float  # got past the build (not compile_error or load_error), among those attempted
+    correct_rate: float  # ok among those attempted
+    fast_p: dict[str, float]  # fraction of attempted that are ok and faster than p x reference
+    geomean_speedup: float | None  # over the correct ones
+
+
+def summarize_run(results: list[Result]) -> RunSummary:
+    counts = Counter(r.status.value for r in results)
+    attempted = [r for r in results if r.status is not Status.skipped]
+    n = len(attempted) or 1
+    correct = [r for r in attempted if r.status is Status.ok]
+    compiled = [r for r in attempted if r.status not in (Status.compile_error, Status.load_error)]
+    speeds = [r.speedup for r in correct if r.speedup and math.isfinite(r.speedup)]
+    return RunSummary(
+        total=len(results),
+        by_status={s.value: counts.get(s.value, 0) for s in Status},
+        compiled_rate=len(compiled) / n,
+        correct_rate=len(correct) / n,
+        fast_p={f"{p:g}": sum(1 for r in correct if (r.speedup or 0) > p) / n for p in FAST_P_THRESHOLDS},
+        geomean_speedup=math.exp(sum(map(math.log, speeds)) / len(speeds)) if speeds else None,
+    )
+
+
+def format_speedup(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}x" if math.isfinite(value) else "inf"
+
+
+def summary_table(results: list[Result]) -> str:
+    rows = [("problem", "candidate", "status", "speedup", "reason")]
+    for r in sorted(results, key=lambda r: (r.problem or "", r.candidate))[:MAX_SUMMARY_ROWS]:
+        rows.append((r.problem or "-", r.candidate, r.status.value, format_speedup(r.speedup), (r.error or "")[:90]))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
+    if len(results) > MAX_SUMMARY_ROWS:
+        lines.append(f"... {len(results) - MAX_SUMMARY_ROWS} more in results.jsonl")
+    summary = summarize_run(results)
+    counts = ", ".join(f"{k} {v}" for k, v in summary.by_status.items() if v)
+    lines.append(f"\n{summary.total} candidates: {counts}")
+    built = [r for r in results if r.build_s is not None]
+    if built:
+        cached = sum(r.build_cached for r in built)
+        lines.append(f"builds ahead of evaluation: {len(built) - cached} compiled ({sum(r.build_s for r in built):.0f} s "
+                     f"of compiling), {cached} from the build cache")
+    return "\n".join(lines)
+
+
+def explanation(result: Result) -> str:
+    """A candidate's verdict, cause and hint, as `harness explain` prints them."""
+    lines = [f"{result.candidate} ({result.problem}): {result.status.value}"
+             + (f", {format_speedup(result.speedup)}" if result.speedup is not None else "")]
+    if result.error:
+        lines.append(f"  reason: {result.error}")
+    if result.diagnosis:
+        d = result.diagnosis
+        lines += [f"  cause:  {d.category}: {d.summary}", f"  hint:   {d.hint}"]
+        lines += [f"  | {line}" for line in d.evidence]
+        if d.other_causes:
+            lines.append(f"  also:   {', '.join(d.other_causes)}")
+    return "\n".join(lines)
+
+
+def listing(problems: list[Problem], candidates: list[Candidate]) -> str:
+    """`harness list`: each problem with the candidates found for it."""
+    lines = []
+    for problem in problems:
+        mine = [c for c in candidates if c.problem_id == problem.id]
+        lines.append(f"{problem.id:40s} {len(mine):3d} candidate(s)  {problem.path}")
+        lines += [f"    {c.rel_path}  [{c.kind.value}]" + (f"  (no code: {c.extraction_error})" if c.code is None else "")
+                  for c in mine]
+    lines += [f"(no problem) {c.rel_path}" for c in candidates if c.problem_id is None]
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""`harness check`: find reference problems a trivial candidate could pass. Known weak spot of
+loose tolerances: all-zeros passes softmax over many classes, some norms and min-reductions.
+Only the problems' own reference workers run here; no candidate is involved."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from pydantic import BaseModel
+from tqdm import tqdm
+
+from .builds.cache import BuildCache, default_build_root, toolchain
+from .judge.reference import ReferenceFailed, ReferenceRunner
+from .records import EvalConfig, HostEnv, Problem
+from .worker.parent import Placement
+from .worker.protocol import Command
+
+CHECK_SEEDS = (11, 12, 13)
+
+
+class ProblemCheck(BaseModel):
+    problem: str
+    flags: list[str]
+    notes: list[str]
+    error: str | None = None
+
+
+def degenerate_flags(outputs: list[list[torch.Tensor]], atol: float, rtol: float) -> tuple[list[str], list[str]]:
+    """Flags for outputs of the same problem under different input seeds."""
+    first = [t.double() for t in outputs[0]]
+    flags, notes = [], []
+    if all(torch.allclose(torch.zeros_like(t), t, atol=atol, rtol=rtol) for t in first):
+        flags.append("zeros_pass")
+        notes.append("an all-zeros output is within tolerance")
+    elif all(float(t.abs().max()) < 10 * atol for t in first if t.numel()):
+        flags.append("near_zero")
+        notes.append(f"every output value is below {10 * atol:g}")
+    # A scalar (a loss) is trivially constant within one call; whether it depends on its inputs is
+    # what input_insensitive asks.
+    sized = [t for t in first if t.numel() > 1]
+    if sized and all(float(t.max() - t.min()) <= atol + rtol * float(t.abs().mean()) for t in sized):
+        flags.append("near_constant")
+        notes.append("a constant output is within tolerance")
+    if all(torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol) for other in outputs[1:]
+           for a, b in zip(outputs[0], other)):
+        flags.append("input_insensitive")
+        notes.append(f"outputs for {len(outputs)} different inputs agree within tolerance")
+    return flags, notes
+
+
+def check_problem(problem: Problem, config: EvalConfig, cache: BuildCache, placement: Placement,
+                  shrink: bool) -> ProblemCheck:
+    runner = ReferenceRunner(problem, config, cache.key_dir(problem.source_hash), placement, shrink=shrink)
+    try:
+        runner.load()
+        outputs = [[t.clone() for t in runner.outputs(Command(op="trial", seed=seed))[0]] for seed in CHECK_SEEDS]
+    except ReferenceFailed as failed:
+        return ProblemCheck(problem=problem.id, flags=["reference_failed"], notes=[], error=str(failed))
+    finally:
+        runner.close()
+    tolerance = config.tolerance_for(problem)
+    flags, notes = degenerate_flags(outputs, tolerance.atol, tolerance.rtol)
+    return ProblemCheck(problem=problem.id, flags=flags, notes=notes)
+
+
+def check_problems(problems: list[Problem], config: EvalConfig, host: HostEnv, shrink: bool) -> list[ProblemCheck]:
+    gpus = [torch.cuda.current_device()] if config.device == "cuda" else []
+    cache = BuildCache(default_build_root(host), toolchain(config.device, gpus, host))
+    placement = Placement(env=dict(host.passed))
+    return [check_problem(problem, config, cache, placement, shrink)
+            for problem in tqdm(problems, unit="problem", desc="check", file=sys.stderr)]
+
+
+def describe_findings(findings: list[ProblemCheck]) -> str:
+    return "\n".join(f"{f.problem:32s} {', '.join(f.flags) or 'ok':40s} {f.error or '; '.join(f.notes)}"
+                     for f in findings)

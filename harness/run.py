@@ -1,0 +1,272 @@
+"""A run from start to finish: discover what to judge, start or resume the run, pick the backend,
+watch the results for tampering while storing each one, and finish with run.json and the report.
+Environment variables are read at the edge (the command line, the API) and come in as a HostEnv."""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import secrets
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from pydantic import BaseModel
+from tqdm import tqdm
+
+from . import __version__
+from .builds.cache import BuildCache, default_build_root, toolchain
+from .inputs.candidates import discover_candidates
+from .inputs.problems import ProblemError, discover_problems
+from .judge import verdicts
+from .present.export import to_feedback_jsonl
+from .present.site import render_site
+from .records import Candidate, EvalConfig, HostEnv, MachineInfo, Problem, Result, RunInfo
+from .schedule.local import Pipeline
+from .schedule.plan import RunPlan, RunScale, plan_resources
+from .store import Database, ResultsFile, StoreError, config_key, files_state, now
+
+
+class UsageError(Exception):
+    """Bad input from the caller: the message says what and how to fix it."""
+
+
+class EvalOptions(BaseModel):
+    """What `harness eval` was asked to do, beyond the EvalConfig that decides verdicts."""
+
+    candidates_dir: Path
+    problems_dir: Path
+    db: Path
+    out: Path | None = None
+    build_dir: Path | None = None
+    problem_ids: list[str] | None = None
+    resume: str | None = None  # a run id, or "latest"
+    feedback: Path | None = None
+
+
+class Finished(BaseModel):
+    run: RunInfo
+    results: list[Result]
+    results_path: Path
+    index: Path
+
+
+def resolve_device(requested: str | None) -> str:
+    device = requested or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda, but torch sees no CUDA device here")
+    return device
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+def describe_machine(device: str) -> MachineInfo:
+    """What the run executed on, recorded with every run."""
+    on_gpu = device == "cuda"
+    return MachineInfo(
+        hostname=socket.gethostname(), device=device,
+        device_name=torch.cuda.get_device_name() if on_gpu else (platform.processor() or platform.machine()),
+        driver=_nvidia_driver() if on_gpu else None, cuda=torch.version.cuda, torch=torch.__version__,
+        python=platform.python_version(), harness=__version__,
+    )
+
+
+def discover(problems_dir: Path, candidates_dir: Path | None) -> tuple[list[Problem], list[Candidate]]:
+    try:
+        problems = discover_problems(problems_dir)
+    except ProblemError as exc:
+        raise UsageError(str(exc)) from None
+    if candidates_dir is None:
+        return problems, []
+    if not candidates_dir.is_dir():
+        raise UsageError(f"candidates directory {candidates_dir} does not exist")
+    return problems, discover_candidates(candidates_dir, problems)
+
+
+def select(problems: list[Problem], candidates: list[Candidate],
+           ids: list[str] | None) -> tuple[list[Problem], list[Candidate]]:
+    if not ids:
+        return problems, candidates
+    unknown = set(ids) - {p.id for p in problems}
+    if unknown:
+        raise UsageError(f"unknown problem id(s): {', '.join(sorted(unknown))}")
+    return [p for p in problems if p.id in ids], [c for c in candidates if c.problem_id in ids]
+
+
+def open_db(path: Path) -> Database:
+    try:
+        return Database(path)
+    except (StoreError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    except sqlite3.DatabaseError as exc:  # not a database at all
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def start_run(db: Database, config: EvalConfig, options: EvalOptions) -> tuple[RunInfo, Path, set]:
+    """A new run, or the one --resume names, with what it already judged."""
+    machine = describe_machine(config.device)
+    key = config_key(config, machine.device_name)
+    if options.resume is None:
+        run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+        run = RunInfo(run_id=run_id, started_at=now(), machine=machine, config=config,
+                      problems_dir=str(options.problems_dir.resolve()),
+                      candidates_dir=str(options.candidates_dir.resolve()))
+        return run, options.out or Path("reports") / run_id, set()
+    run_id = db.latest_run_id(key) if options.resume == "latest" else options.resume
+    if run_id is None:
+        raise UsageError("nothing to resume: no run with this configuration on this device in " + str(db.path))
+    try:
+        run, out_dir = db.run(run_id)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    if config_key(run.config, run.machine.device_name) != key:
+        raise UsageError(f"run {run_id} used another configuration or device; resume it with the same options")
+    return run, options.out or out_dir, db.done(run_id)
+
+
+def open_pipeline(problems: list[Problem], candidates: list[Candidate], config: EvalConfig, build_root: Path,
+                  run_id: str, scale: RunScale, host: HostEnv):
+    """The backend that runs this evaluation: this machine, or a Ray cluster."""
+    resources = plan_resources(config.device, scale.gpus, scale.jobs)
+    cache = BuildCache(build_root, toolchain(config.device, resources.gpus, host))
+    plan = RunPlan(problems, config, run_id, cache, resources, host)
+    if scale.backend == "ray":
+        from .schedule.ray_cluster import RayPipeline  # Ray is an optional extra
+
+        return RayPipeline(plan, candidates, scale.ray_address)
+    return Pipeline(plan, candidates)
+
+
+def evaluate(candidates: list[Candidate], problems: list[Problem], config: EvalConfig, build_root: Path,
+             run_id: str, save: Callable[[Result], None], host: HostEnv, watched: list[Path] = (),
+             scale: RunScale = RunScale()) -> None:
+    """Evaluate and `save` each result as it comes. Only the harness writes the results between
+    two saves: a change means a candidate whose code ran meanwhile (in a build or an evaluation,
+    on any GPU) wrote to them. Those candidates are rejected, and this session's results are
+    written back (see docs/threat-model.md)."""
+    last_state = files_state(list(watched))
+    recorded: list[Result] = []
+    suspects: set[str] = set()
+    with open_pipeline(problems, candidates, config, build_root, run_id, scale, host) as pipeline, \
+            tqdm(total=len(candidates), unit="cand", desc="eval", file=sys.stderr) as bar:
+        for result in pipeline.results():
+            ran = pipeline.active.drain() | {result.candidate}
+            if files_state(list(watched)) != last_state:
+                suspects |= ran
+                print(f"warning: the results changed while {', '.join(sorted(ran))} ran; rewriting this run's results",
+                      file=sys.stderr)
+                for earlier in recorded:
+                    save(earlier)
+            if result.candidate in suspects:
+                result = verdicts.tampered(result)
+            result.recorded_at = now()
+            save(result)
+            recorded.append(result)
+            last_state = files_state(list(watched))
+            bar.set_postfix_str(f"built {pipeline.builds_done}/{pipeline.builds_total}; "
+                                f"{result.candidate}: {result.status.value}", refresh=False)
+            bar.update(1)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt  # unwinds through the workers' context managers, which kill them
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM: what was judged is kept; the run can be resumed."""
+
+    def __init__(self, run_id: str):
+        super().__init__(run_id)
+        self.run_id = run_id
+
+
+def eval_run(options: EvalOptions, config: EvalConfig, scale: RunScale, host: HostEnv) -> Finished:
+    """`harness eval`: judge every candidate not judged yet, store, and render the run."""
+    problems, candidates = select(*discover(options.problems_dir, options.candidates_dir), options.problem_ids)
+    with open_db(options.db) as db:
+        run, out_dir, done = start_run(db, config, options)
+        problems_by_id = {p.id: p for p in problems}
+        todo = [c for c in candidates
+                if ((problems_by_id[c.problem_id].source_hash if c.problem_id else None), c.source_hash) not in done]
+        if options.resume:
+            print(f"resuming run {run.run_id}: {len(candidates) - len(todo)} judged already, {len(todo)} to go",
+                  file=sys.stderr)
+        db.save_run(run, out_dir)
+        results_file = ResultsFile(out_dir)
+        by_path = {c.rel_path: c for c in todo}
+
+        def save(result: Result) -> None:
+            db.record(result, problems_by_id.get(result.problem or ""), by_path[result.candidate])
+            results_file.append(result)
+
+        watched = [options.db, options.db.with_name(options.db.name + "-wal"), results_file.path]
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            evaluate(todo, problems, config, options.build_dir or default_build_root(host), run.run_id, save, host,
+                     watched, scale)
+        except KeyboardInterrupt:
+            raise Interrupted(run.run_id) from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        run.finished_at = now()
+        db.save_run(run, out_dir)
+        results = db.results(run.run_id)
+        results_file.rewrite(results)
+        (out_dir / "run.json").write_text(run.model_dump_json(indent=2))
+        if options.feedback:
+            options.feedback.write_text(to_feedback_jsonl(results))
+        index = render_site(run, results, lambda r: db.code(r.candidate_hash), out_dir)
+    return Finished(run=run, results=results, results_path=results_file.path, index=index)
+
+
+def explain_result(path: Path, problems_dir: Path, db_path: Path, device: str | None, host: HostEnv) -> Result:
+    """The latest judgement of this file in the database; a file never judged is evaluated first,
+    in a run of its own."""
+    from .inputs.candidates import KERNELBENCH_NAME, read_candidate
+
+    given, path = path, path.resolve()
+    if not path.is_file():
+        raise UsageError(f"{given} is not a file")
+    source_hash = read_candidate(path, path.name, None).source_hash
+    with open_db(db_path) as db:
+        result = db.latest_result(source_hash)
+        if result is not None:
+            return result
+        root = path.parent if KERNELBENCH_NAME.match(path.name) else path.parent.parent
+        problems, candidates = discover(problems_dir, root)
+        mine = [c for c in candidates if Path(c.path) == path]
+        if not mine or mine[0].problem_id is None:
+            raise UsageError(f"{given} names no problem in {problems_dir}")
+        problems = [p for p in problems if p.id == mine[0].problem_id]
+        config = EvalConfig(device=resolve_device(device))
+        options = EvalOptions(candidates_dir=root, problems_dir=problems_dir, db=db_path, problem_ids=[problems[0].id])
+        run, out_dir, _ = start_run(db, config, options)
+        db.save_run(run, out_dir)
+        evaluate(mine, problems, config, default_build_root(host), run.run_id,
+                 lambda r: db.record(r, problems[0], mine[0]), host)
+        run.finished_at = now()
+        db.save_run(run, out_dir)
+        return db.latest_result(source_hash)
+
+
+def run_results(db: Database, run_id: str | None) -> tuple[RunInfo, Path, list[Result]]:
+    run_id = run_id or db.latest_run_id()
+    if run_id is None:
+        raise UsageError(f"no runs in {db.path}")
+    try:
+        run, out_dir = db.run(run_id)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    return run, out_dir, db.results(run_id)

@@ -1,0 +1,207 @@
+"""The local backend: builds on a pool of CPU cores ahead of evaluation, one evaluation lane per GPU.
+
+A build worker imports a candidate with no GPU visible (load_inline compiles there) into the
+build cache; a failed build is a verdict at once. A lane owns one GPU: it evaluates one
+candidate at a time, the problem's reference beside it, so timing never shares a GPU, and it
+takes the next built candidate as soon as it is free. On a GPU run builds overlap evaluation,
+pinned to cores the lanes do not use, so compiling neither delays nor perturbs a GPU with work.
+On a CPU run the CPU is what is timed: every build finishes first.
+
+Results reach the caller's thread through `Pipeline.results()`, in order of completion; the
+caller stores them (one thread owns the database).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+
+from ..builds.ahead import build_ahead
+from ..judge.candidate import judged_by_build
+from ..records import Candidate, Result, Subject
+from ..worker.parent import RUN_TOKEN_VAR, Placement, sweep_escaped
+from .lane import Lane
+from .plan import ActiveSet, RunPlan, diagnosed
+
+
+class ReadyQueue:
+    """Candidates ready for a lane (built, or nothing to build), by problem. A lane takes from
+    the problem whose reference it holds first, then from one no other lane holds, so each
+    reference starts as few times as possible."""
+
+    def __init__(self, problem_order: list[str], expected: int):
+        self._order = problem_order
+        self._items: dict[str, list] = {pid: [] for pid in problem_order}
+        self._expected = expected  # items still to be put
+        self._held: dict[int, str] = {}  # lane -> problem
+        self._cond = threading.Condition()
+        self._stopped = False
+
+    def put(self, problem_id: str, item) -> None:
+        with self._cond:
+            self._items[problem_id].append(item)
+            self._expected -= 1
+            self._cond.notify_all()
+
+    def expect_fewer(self) -> None:
+        """One expected item will never come (its verdict needed no lane)."""
+        with self._cond:
+            self._expected -= 1
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def take(self, lane: int):
+        """The next item for this lane, or None once there is no more work."""
+        with self._cond:
+            while not self._stopped:
+                problem_id = self._choose(lane)
+                if problem_id is not None:
+                    self._held[lane] = problem_id
+                    return self._items[problem_id].pop(0)
+                if self._expected <= 0:
+                    return None
+                self._cond.wait()
+            return None
+
+    def _choose(self, lane: int) -> str | None:
+        waiting = [pid for pid in self._order if self._items[pid]]
+        if not waiting:
+            return None
+        if self._held.get(lane) in waiting:
+            return self._held[lane]
+        held_elsewhere = {pid for other, pid in self._held.items() if other != lane}
+        return next((pid for pid in waiting if pid not in held_elsewhere), waiting[0])
+
+
+class Pipeline:
+    """One run's builds and evaluations on this machine. Use as a context manager: leaving it (an
+    interrupt too) kills every worker the run started."""
+
+    def __init__(self, plan: RunPlan, candidates: list[Candidate]):
+        self.plan, self.candidates = plan, candidates
+        self.active = ActiveSet()
+        self.builds_total = 0
+        self.builds_done = 0
+        self._results: queue.Queue = queue.Queue()
+        self._reference_failures: dict[str, str] = {}
+        self._threads: list[threading.Thread] = []
+        self._ready: ReadyQueue | None = None
+        self._stopping = threading.Event()
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._ready is not None:
+            self._ready.stop()
+        sweep_escaped(self.plan.token, RUN_TOKEN_VAR)
+
+    def results(self) -> Iterator[Result]:
+        """Every candidate's Result, diagnosed, as each is decided."""
+        decided, runnable = self.plan.split(self.candidates)
+        yield from decided
+        if not runnable:
+            return
+        to_build = [c for c in runnable if c.kind.built_ahead]
+        self.builds_total = len(to_build)
+        self._ready = ReadyQueue(self.plan.problem_order, len(runnable))
+        for candidate in runnable:
+            if not candidate.kind.built_ahead:
+                self._ready.put(candidate.problem_id, (candidate, None))
+        builds_finished = threading.Event()
+        self._start_builds(to_build, builds_finished)
+        # Timing on the CPU: no compiler may run meanwhile, so the lane waits for every build.
+        gpus = self.plan.resources.gpus
+        for lane in range(max(1, len(gpus))):
+            self._spawn(self._lane, lane, None if gpus else builds_finished)
+        for _ in range(len(runnable)):
+            kind, payload, stored = self._results.get()
+            if kind == "bug":
+                raise RuntimeError(f"harness error in a pipeline thread:\n{payload}")
+            yield payload
+            stored.set()  # the caller has stored it and looked for tampering
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def _spawn(self, target: Callable, *args) -> None:
+        def guarded() -> None:
+            try:
+                target(*args)
+            except BaseException:  # a harness bug: surface it in the caller's thread, never hang
+                self._results.put(("bug", traceback.format_exc(), None))
+
+        thread = threading.Thread(target=guarded, daemon=True)  # an interrupted run must not wait for them
+        thread.start()
+        self._threads.append(thread)
+
+    def _emit(self, result: Result, candidate: Candidate) -> None:
+        """Hand a result to the caller and wait until it is stored: the lane starts its next
+        candidate only then, so a write to the results is seen before that candidate runs and
+        is blamed on the ones that ran (see run.py)."""
+        stored = threading.Event()
+        self._results.put(("result", diagnosed(result, candidate), stored))
+        while not stored.wait(0.1) and not self._stopping.is_set():
+            pass
+
+    def _start_builds(self, to_build: list[Candidate], finished: threading.Event) -> None:
+        work: queue.SimpleQueue = queue.SimpleQueue()
+        for candidate in to_build:
+            work.put(candidate)
+        placement = self.plan.build_placement(len(to_build))
+        lock = threading.Lock()
+        if not to_build:
+            finished.set()
+
+        def builder() -> None:
+            while True:
+                try:
+                    candidate = work.get_nowait()
+                except queue.Empty:
+                    return
+                self._build_one(candidate, placement)
+                with lock:
+                    self.builds_done += 1
+                    if self.builds_done == len(to_build):
+                        finished.set()
+
+        for _ in range(min(self.plan.resources.jobs, len(to_build))):
+            self._spawn(builder)
+
+    def _build_one(self, candidate: Candidate, placement: Placement) -> None:
+        problem = self.plan.problems[candidate.problem_id]
+        self.active.enter(candidate.rel_path)
+        try:
+            outcome = build_ahead(candidate, problem, self.plan.config, self.plan.cache, placement)
+        finally:
+            self.active.leave(candidate.rel_path)
+        decided = judged_by_build(Subject.of(self.plan.run_id, candidate, problem), candidate, self.plan.config, outcome)
+        if decided is not None:
+            self._ready.expect_fewer()
+            self._emit(decided, candidate)
+        else:
+            self._ready.put(candidate.problem_id, (candidate, outcome))
+
+    def _lane(self, lane: int, wait_for: threading.Event | None) -> None:
+        if wait_for is not None:
+            wait_for.wait()
+        plan = self.plan
+        with Lane(plan.config, plan.run_id, plan.lane_placement(lane), plan.cache, self._reference_failures) as judge:
+            while (item := self._ready.take(lane)) is not None:
+                candidate, outcome = item
+                self.active.enter(candidate.rel_path)
+                try:
+                    result = judge.judge(plan.problems[candidate.problem_id], candidate, outcome)
+                finally:
+                    self.active.leave(candidate.rel_path)
+                self._emit(result, candidate)
+

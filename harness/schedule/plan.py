@@ -1,0 +1,136 @@
+"""What every backend shares: the run's problems and configuration, its build cache, where each
+kind of worker goes (cores, GPU, environment), and the verdicts that need no worker at all."""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import threading
+from collections.abc import Iterable
+from typing import Literal
+
+import torch
+from pydantic import BaseModel
+
+from ..builds.cache import BuildCache
+from ..judge import verdicts
+from ..judge.diagnose import diagnose
+from ..records import Candidate, EvalConfig, HostEnv, Observations, Problem, Result, Subject
+from ..worker.parent import RUN_TOKEN_VAR, Placement
+
+MAX_LANE_CPUS = 4  # a lane's worker: the Python driving the GPU, plus input generation
+TRANSLATION_UNITS = 2  # a load_inline build compiles main.cpp and cuda.cu
+
+
+class RunScale(BaseModel):
+    """How a run spreads out; none of it changes a verdict."""
+
+    jobs: int | None = None  # builds at once (default: the cores left after the lanes')
+    gpus: list[int] | None = None  # default: every visible GPU
+    backend: Literal["local", "ray"] = "local"
+    ray_address: str | None = None  # default: start a local Ray instance
+
+
+class Resources(BaseModel):
+    """Who does what: the GPUs with a lane each, how many builds at once, and which cores."""
+
+    gpus: list[int]  # torch's indices in this process; empty on a CPU run
+    jobs: int
+    build_cpus: list[int] | None = None  # None: not pinned
+    lane_cpus: list[list[int]] | None = None
+
+
+def visible_gpu(index: int, cuda_visible_devices: str | None) -> str:
+    """What CUDA_VISIBLE_DEVICES must say for a worker to see this process's GPU `index`."""
+    visible = [entry.strip() for entry in (cuda_visible_devices or "").split(",") if entry.strip()]
+    return visible[index] if visible else str(index)
+
+
+def plan_resources(device: str, gpus: list[int] | None, jobs: int | None) -> Resources:
+    """All visible GPUs and all cores unless told otherwise. On a GPU run each lane keeps a few
+    cores of its own and builds get the rest."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if device == "cpu":
+        return Resources(gpus=[], jobs=jobs or len(cpus))
+    gpus = list(range(torch.cuda.device_count())) if gpus is None else gpus
+    per_lane = max(1, min(MAX_LANE_CPUS, len(cpus) // (2 * len(gpus))))
+    spare = len(cpus) - per_lane * len(gpus)
+    if spare < 1:  # too few cores to keep any apart
+        return Resources(gpus=gpus, jobs=jobs or len(cpus))
+    lanes = [cpus[spare + i * per_lane: spare + (i + 1) * per_lane] for i in range(len(gpus))]
+    return Resources(gpus=gpus, jobs=jobs or spare, build_cpus=cpus[:spare], lane_cpus=lanes)
+
+
+class ActiveSet:
+    """Candidates whose code runs in some worker now. `drain` answers which ran at any time
+    since the last drain: the suspects when the results change on disk (see run.py)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._now: dict[str, int] = {}
+        self._since: set[str] = set()
+
+    def enter(self, name: str) -> None:
+        with self._lock:
+            self._now[name] = self._now.get(name, 0) + 1
+            self._since.add(name)
+
+    def leave(self, name: str) -> None:
+        with self._lock:
+            self._now[name] -= 1
+            if not self._now[name]:
+                del self._now[name]
+
+    def drain(self) -> set[str]:
+        with self._lock:
+            since, self._since = self._since, set(self._now)
+            return since
+
+
+class RunPlan:
+    """One run's fixed facts, shared by its backend's threads or tasks."""
+
+    def __init__(self, problems: list[Problem], config: EvalConfig, run_id: str, cache: BuildCache,
+                 resources: Resources, host: HostEnv):
+        self.problems = {p.id: p for p in problems}
+        self.problem_order = [p.id for p in problems]
+        self.config, self.run_id, self.cache, self.resources, self.host = config, run_id, cache, resources, host
+        self.token = secrets.token_hex(16)  # marks every worker of the run (see worker.parent.sweep_escaped)
+
+    def base_env(self) -> dict[str, str]:
+        return (dict(self.host.passed) | self.cache.toolchain.env()
+                | {"TRITON_CACHE_DIR": str(self.cache.root / "triton"), RUN_TOKEN_VAR: self.token})
+
+    def build_placement(self, builds: int) -> Placement:
+        env = self.base_env()
+        if self.host.max_jobs is None:  # compile jobs per build: fill the pool, never more than a build has
+            jobs = self.resources.jobs
+            env["MAX_JOBS"] = str(min(TRANSLATION_UNITS, math.ceil(jobs / max(1, min(builds, jobs)))))
+        return Placement(env=env, cpus=self.resources.build_cpus)
+
+    def lane_placement(self, lane: int) -> Placement:
+        env = self.base_env()
+        if not self.resources.gpus:
+            return Placement(env=env)
+        env["CUDA_VISIBLE_DEVICES"] = visible_gpu(self.resources.gpus[lane], self.host.cuda_visible_devices)
+        cpus = self.resources.lane_cpus[lane] if self.resources.lane_cpus else None
+        return Placement(gpu=self.resources.gpus[lane], env=env, cpus=cpus)
+
+    def split(self, candidates: Iterable[Candidate]) -> tuple[list[Result], list[Candidate]]:
+        """The verdicts that need no worker (diagnosed), and the rest in problem order."""
+        decided, runnable = [], []
+        for candidate in candidates:
+            verdict = verdicts.before_running(candidate, self.config.device)
+            if verdict is None:
+                runnable.append(candidate)
+            else:
+                result = verdicts.result(Subject.of(self.run_id, candidate, None), verdict, Observations())
+                decided.append(diagnosed(result, candidate))
+        order = {pid: i for i, pid in enumerate(self.problem_order)}
+        return decided, sorted(runnable, key=lambda c: order[c.problem_id])
+
+
+def diagnosed(result: Result, candidate: Candidate) -> Result:
+    result.diagnosis = diagnose(result, candidate.code)
+    return result

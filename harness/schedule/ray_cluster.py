@@ -1,0 +1,127 @@
+"""`--backend ray`: a run's builds as CPU tasks and its evaluations as tasks holding one GPU
+each, on an existing Ray cluster (or a local instance). Ray only places work: each task runs
+the same sandboxed workers as a local run (builds.ahead.build_ahead, schedule.lane.Lane), and the
+results come back to this process, which stores them like any other.
+
+An evaluation task takes a batch of one problem's built candidates, so its reference worker
+starts once per batch. Batches go out as builds finish; compile errors never reach a GPU. On a
+CPU run evaluation waits for every build and runs one batch at a time, since the CPU is what
+is timed. Build caches are per node (--build-dir on each); a shared filesystem shares them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import ray
+
+from ..builds.ahead import build_ahead
+from ..builds.cache import BuildCache, BuildOutcome
+from ..judge.candidate import judged_by_build
+from ..records import Candidate, EvalConfig, Problem, Result, Subject
+from ..worker.parent import RUN_TOKEN_VAR, Placement, sweep_escaped
+from .lane import Lane
+from .plan import ActiveSet, RunPlan, diagnosed
+
+BATCH = 8  # candidates per evaluation task: fewer reference starts, yet several GPUs kept busy
+
+
+@ray.remote(num_cpus=1)
+def build_task(problem: Problem, candidate: Candidate, config: EvalConfig, cache: BuildCache, run_id: str,
+               placement: Placement) -> tuple[BuildOutcome, Result | None]:
+    outcome = build_ahead(candidate, problem, config, cache, placement)
+    return outcome, judged_by_build(Subject.of(run_id, candidate, problem), candidate, config, outcome)
+
+
+@ray.remote
+def evaluate_task(problem: Problem, batch: list[tuple[Candidate, BuildOutcome | None]], config: EvalConfig,
+                  cache: BuildCache, run_id: str, env: dict[str, str]) -> list[Result]:
+    # Ray has set CUDA_VISIBLE_DEVICES to this task's GPU: device 0 here, and in the workers.
+    placement = Placement(gpu=0 if config.device == "cuda" else None, env=env)
+    with Lane(config, run_id, placement, cache, {}) as lane:
+        return [lane.judge(problem, candidate, outcome) for candidate, outcome in batch]
+
+
+class RayPipeline:
+    """The local Pipeline's interface (results, stop, active, build counts) over Ray tasks."""
+
+    def __init__(self, plan: RunPlan, candidates: list[Candidate], address: str | None):
+        self.plan, self.candidates, self.address = plan, candidates, address
+        self.active = ActiveSet()
+        self.builds_total = 0
+        self.builds_done = 0
+        self._inflight: list[ray.ObjectRef] = []
+
+    def __enter__(self) -> RayPipeline:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        for ref in self._inflight:
+            ray.cancel(ref, force=True)
+        sweep_escaped(self.plan.token, RUN_TOKEN_VAR)  # this node's workers; other nodes' die with their tasks
+        if ray.is_initialized():
+            ray.shutdown()
+
+    def results(self) -> Iterator[Result]:
+        decided, runnable = self.plan.split(self.candidates)
+        yield from decided
+        if not runnable:
+            return
+        if not ray.is_initialized():
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        plan = self.plan
+        to_build = [c for c in runnable if c.kind.built_ahead]
+        self.builds_total = len(to_build)
+        placement = plan.build_placement(len(to_build))
+        builds = {build_task.remote(plan.problems[c.problem_id], c, plan.config, plan.cache, plan.run_id, placement): c
+                  for c in to_build}
+        for candidate in to_build:
+            self.active.enter(candidate.rel_path)
+        evaluations: dict[ray.ObjectRef, list[Candidate]] = {}
+        waiting = {pid: [] for pid in plan.problem_order}
+        for candidate in runnable:
+            if not candidate.kind.built_ahead:
+                waiting[candidate.problem_id].append((candidate, None))
+        unbuilt = Counter(c.problem_id for c in to_build)
+        while builds or evaluations or any(waiting.values()):
+            self._submit(waiting, unbuilt, evaluations, building=bool(builds))
+            self._inflight = list(builds) + list(evaluations)
+            [done], _ = ray.wait(self._inflight, num_returns=1)
+            if done in builds:
+                candidate = builds.pop(done)
+                self.active.leave(candidate.rel_path)
+                outcome, verdict = ray.get(done)
+                unbuilt[candidate.problem_id] -= 1
+                self.builds_done += 1
+                if verdict is not None:
+                    yield diagnosed(verdict, candidate)
+                else:
+                    waiting[candidate.problem_id].append((candidate, outcome))
+            else:
+                batch = evaluations.pop(done)
+                for candidate in batch:
+                    self.active.leave(candidate.rel_path)
+                for result, candidate in zip(ray.get(done), batch):
+                    yield diagnosed(result, candidate)
+
+    def _submit(self, waiting: dict[str, list], unbuilt: Counter, evaluations: dict, building: bool) -> None:
+        """Send out every batch that is full, or whose problem has nothing left to build."""
+        plan = self.plan
+        on_gpu = plan.config.device == "cuda"
+        if not on_gpu and (building or evaluations):
+            return  # timing on the CPU: nothing else may run meanwhile
+        for problem_id, items in waiting.items():
+            while items and (len(items) >= BATCH or not unbuilt[problem_id]):
+                batch, items[:] = items[:BATCH], items[BATCH:]
+                options = {"num_gpus": 1} if on_gpu else {"num_cpus": 1}
+                ref = evaluate_task.options(**options).remote(plan.problems[problem_id], batch, plan.config, plan.cache,
+                                                              plan.run_id, plan.base_env())
+                evaluations[ref] = [candidate for candidate, _ in batch]
+                for candidate, _ in batch:
+                    self.active.enter(candidate.rel_path)
+                if not on_gpu:
+                    return

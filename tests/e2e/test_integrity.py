@@ -1,0 +1,162 @@
+"""Candidates that cheat never score: one test candidate per threat that exists on CPU.
+(GPU-only threats, side streams and device-kernel fallbacks, are in test_gpu.py.)"""
+
+import json
+
+import pytest
+import torch
+
+from harness.cli import main
+
+from tests.support import DATA
+
+EXPECTED = {
+    "tiny_relu/fallback_plain.py": ("rejected", "reference_fallback"),
+    "tiny_relu/fallback_try.py": ("rejected", "reference_fallback"),
+    "tiny_linear/fallback_equivalent.py": ("rejected", "reference_fallback"),
+    "tiny_relu/input_mutation.py": ("rejected", "input_mutation"),
+    "tiny_relu/caching.py": ("mismatch", None),
+    "tiny_relu/stale_output.py": ("mismatch", None),
+    "tiny_relu/phase_detection.py": ("rejected", "inconsistent_when_timed"),
+    "tiny_relu/shape_specialized.py": ("ok", "shape_specialized"),
+    "tiny_relu/threads.py": ("ok", "threads_left_running"),
+    "tiny_relu/patched_clock.py": ("ok", None),
+    "tiny_relu/honest_twin.py": ("ok", None),
+    "tiny_relu/forged_timing.py": ("ok", "timing_disagrees"),
+    "tiny_relu/forged_channel.py": ("crash", None),
+    "tiny_relu/snoop.py": ("mismatch", None),
+}
+
+
+def run(tmp_path, *extra):
+    out = tmp_path / "out"
+    assert main(["eval", str(DATA / "integrity"), "--problems", str(DATA / "problems"), "--out", str(out),
+                 "--device", "cpu", "--trials", "50", "--timeout", "30", "--db", str(tmp_path / "h.db"),
+                 "--build-dir", str(tmp_path / "build"), *extra]) == 0
+    return {r["candidate"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    return run(tmp_path_factory.mktemp("integrity"))
+
+
+def test_every_trick_is_caught(judged):
+    assert {name: r["status"] for name, r in judged.items()} == {name: s for name, (s, _) in EXPECTED.items()}
+    for name, (_, flag) in EXPECTED.items():
+        if flag:
+            assert flag in judged[name]["flags"], (name, judged[name]["flags"])
+
+
+def test_rejections_say_why_in_one_line(judged):
+    assert "which the reference runs" in judged["tiny_relu/fallback_plain.py"]["error"]
+    assert "calls aten::relu, which the reference runs" in judged["tiny_relu/fallback_plain.py"]["evidence"]
+    assert "matrix multiply" in " ".join(judged["tiny_linear/fallback_equivalent.py"]["evidence"])
+    assert "input(s) [0]" in judged["tiny_relu/input_mutation.py"]["error"]
+    assert "timed call" in judged["tiny_relu/phase_detection.py"]["error"]
+    assert any("harness's clock saw" in line for line in judged["tiny_relu/forged_timing.py"]["evidence"])
+    assert any("batch_size=33" in line for line in judged["tiny_relu/shape_specialized.py"]["evidence"])
+
+
+def test_patched_clocks_and_background_load_do_not_change_the_numbers(judged):
+    honest = judged["tiny_relu/honest_twin.py"]["speedup"]
+    for name in ("tiny_relu/patched_clock.py", "tiny_relu/threads.py"):
+        assert judged[name]["timing"]["median_ms"] >= 2.0
+        assert 0.7 < judged[name]["speedup"] / honest < 1.4, name
+
+
+def test_forged_timings_gain_nothing(judged):
+    forged = judged["tiny_relu/forged_timing.py"]
+    assert forged["timing"]["median_ms"] == 0.001  # what it claimed, kept as evidence
+    assert forged["speedup"] < 0.5  # what the harness's clock vouches for: a 5 ms call is slow
+
+
+def test_honest_candidates_carry_no_flags(judged):
+    assert judged["tiny_relu/honest_twin.py"]["flags"] == []
+
+
+def test_strict_shapes_turns_the_flag_into_a_mismatch(tmp_path):
+    results = run(tmp_path, "--strict-shapes")
+    specialised = results["tiny_relu/shape_specialized.py"]
+    assert specialised["status"] == "mismatch" and "benchmark's shape only" in specialised["error"]
+
+
+def write(root, problem, name, body):
+    import textwrap
+    path = root / problem / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(body))
+
+
+def test_side_effects_change_nothing_recorded(tmp_path):
+    """Rewriting the problem file, writing to the results database, and leaving an escaped
+    process behind: none of it changes another candidate's verdict, and the writer is caught."""
+    import shutil
+    import sqlite3
+    import time as clock
+
+    problems = tmp_path / "problems"
+    shutil.copytree(DATA / "problems", problems)
+    pid_file, db = tmp_path / "escaped.pid", tmp_path / "h.db"
+    cands = tmp_path / "c"
+    write(cands, "tiny_relu", "a_rewrites_problem.py", f"""
+        import torch.nn as nn
+        open({str(problems / 'tiny_relu.py')!r}, "a").write("\\nclass Model(Model):\\n    def forward(self, x):\\n        return x * 0\\n")
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return x * 0
+        """)
+    write(cands, "tiny_relu", "b_honest.py", """
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return (x + x.abs()) * 0.5
+        """)
+    write(cands, "tiny_relu", "c_writes_results.py", f"""
+        import sqlite3
+        import torch.nn as nn
+        with sqlite3.connect({str(db)!r}) as conn:
+            conn.execute("UPDATE results SET status = 'ok'")
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return (x + x.abs()) * 0.5
+        """)
+    write(cands, "tiny_relu", "d_escapes.py", f"""
+        import subprocess
+        import torch.nn as nn
+        child = subprocess.Popen(["setsid", "sleep", "300"], start_new_session=True)
+        open({str(pid_file)!r}, "w").write(str(child.pid))
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return (x + x.abs()) * 0.5
+        """)
+    assert main(["eval", str(cands), "--problems", str(problems), "--out", str(tmp_path / "out"), "--device", "cpu",
+                 "--trials", "5", "--db", str(db), "--build-dir", str(tmp_path / "build")]) == 0
+    with sqlite3.connect(db) as conn:
+        status = dict(conn.execute("SELECT candidate, status FROM results"))
+    assert status["tiny_relu/a_rewrites_problem.py"] == "mismatch"  # the reference it was judged by is the original
+    assert status["tiny_relu/b_honest.py"] == "ok"
+    assert status["tiny_relu/c_writes_results.py"] == "rejected"
+    assert status["tiny_relu/d_escapes.py"] == "ok"
+    clock.sleep(0.5)
+    pid = int(pid_file.read_text())
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z")  # the escaped process was found and killed
+
+
+def test_a_precision_downcast_fails_the_fp32_tolerance_and_shows_the_error_size(tmp_path):
+    write(tmp_path / "c", "tiny_relu", "bf16_inside.py", """
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                h = x.bfloat16()
+                return ((h + h.abs()) * 0.5).float()
+        """)
+    out = tmp_path / "out"
+    assert main(["eval", str(tmp_path / "c"), "--problems", str(DATA / "problems"), "--out", str(out), "--device", "cpu",
+                 "--trials", "3", "--db", str(tmp_path / "h.db")]) == 0
+    (result,) = map(json.loads, (out / "results.jsonl").read_text().splitlines())
+    assert result["status"] == "mismatch" and result["max_abs_err"] > 1e-3

@@ -1,0 +1,73 @@
+"""The build cache: keyed by code and toolchain, locked between runs, never stuck on a lock a killed build left."""
+
+import subprocess
+import sys
+import threading
+import time
+
+from harness.builds.cache import BuildCache, Toolchain, key_lock
+
+
+TOOLCHAIN = Toolchain(torch="2.13.0", cuda="13.0", arch_list="9.0", python="cpython-311-linux", flags={})
+
+
+def test_key_changes_with_code_and_every_part_of_the_toolchain():
+    base = TOOLCHAIN.key("a" * 64)
+    assert TOOLCHAIN.key("a" * 64) == base
+    assert TOOLCHAIN.key("b" * 64) != base
+    for change in ({"torch": "2.14.0"}, {"cuda": "12.8"}, {"arch_list": "9.0;10.0"}, {"python": "cpython-312-linux"},
+                   {"flags": {"CXX": "clang++"}}):
+        assert TOOLCHAIN.model_copy(update=change).key("a" * 64) != base, change
+
+
+def test_arch_list_is_passed_to_builds_and_evaluations_alike():
+    assert TOOLCHAIN.env() == {"TORCH_CUDA_ARCH_LIST": "9.0"}
+    assert TOOLCHAIN.model_copy(update={"arch_list": None}).env() == {}
+
+
+def test_lock_clears_a_baton_a_killed_build_left(tmp_path):
+    baton = tmp_path / "tiny_relu" / "lock"
+    baton.parent.mkdir()
+    baton.write_text("")
+    with key_lock(tmp_path):
+        assert not baton.exists()
+
+
+def test_lock_is_exclusive_between_threads(tmp_path):
+    events = []
+
+    def second():
+        with key_lock(tmp_path):
+            events.append("second")
+
+    with key_lock(tmp_path):
+        thread = threading.Thread(target=second)
+        thread.start()
+        time.sleep(0.5)
+        events.append("first done")
+    thread.join(timeout=10)
+    assert events == ["first done", "second"]
+
+
+def test_lock_of_a_killed_holder_is_released(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+from pathlib import Path
+from harness.builds.cache import key_lock
+with key_lock(Path({str(tmp_path)!r})):
+    print("held", flush=True)
+    time.sleep(600)
+"""], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    holder.kill()
+    holder.wait()
+    acquired = threading.Event()
+    thread = threading.Thread(target=lambda: (key_lock(tmp_path).__enter__(), acquired.set()), daemon=True)
+    thread.start()
+    assert acquired.wait(timeout=10)
+
+
+def test_key_dirs_differ_by_code(tmp_path):
+    cache = BuildCache(tmp_path, TOOLCHAIN)
+    assert cache.key_dir("a" * 64) != cache.key_dir("b" * 64)
+    assert cache.key_dir("a" * 64).parent == tmp_path.resolve()

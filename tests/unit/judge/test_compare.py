@@ -1,0 +1,62 @@
+"""Output comparison: tolerance, NaN/Inf, shapes, dtypes, several outputs."""
+
+import torch
+
+from harness.judge.compare import compare_outputs, compare_tensor
+from harness.records import EvalConfig, Problem, Tolerance
+
+TOL = Tolerance(atol=1e-4, rtol=1e-4)
+
+
+def test_equal_within_tolerance_passes_and_reports_error_sizes():
+    expected = torch.linspace(-1, 1, 1000)
+    result = compare_tensor(expected, expected + 5e-5, TOL)
+    assert result.passed and 4e-5 < result.max_abs_err < 6e-5
+    assert result.mismatched_elements == 0 and result.total_elements == 1000
+
+
+def test_outside_tolerance_fails_with_counts():
+    expected = torch.zeros(100)
+    actual = expected.clone()
+    actual[:3] = 1.0
+    result = compare_tensor(expected, actual, TOL)
+    assert not result.passed and result.mismatched_elements == 3 and result.max_abs_err == 1.0
+    assert "3 of 100" in result.reason
+
+
+def test_nan_or_inf_is_a_mismatch_even_with_huge_tolerance():
+    actual = torch.zeros(10)
+    actual[4] = float("nan")
+    result = compare_tensor(torch.zeros(10), actual, Tolerance(atol=1e9, rtol=1e9))
+    assert not result.passed and "NaN/Inf" in result.reason
+
+
+def test_shape_and_dtype_mismatches():
+    assert "shape" in compare_tensor(torch.zeros(2, 3), torch.zeros(3, 2), TOL).reason
+    assert "dtype" in compare_tensor(torch.zeros(2), torch.zeros(2, dtype=torch.float64), TOL).reason
+
+
+def test_tuple_outputs_compare_each_and_count():
+    a, b = torch.ones(3), torch.zeros(3)
+    assert compare_outputs([a, b], [a, b], TOL).passed
+    result = compare_outputs([a, b], [a, a], TOL)
+    assert not result.passed and result.reason.startswith("output 1:")
+    assert "2 output tensor(s), expected 1" in compare_outputs([a], [a, b], TOL).reason
+
+
+def test_chunked_comparison_sees_errors_in_every_chunk(monkeypatch):
+    import harness.judge.compare as check
+    monkeypatch.setattr(check, "CHUNK_ELEMENTS", 7)
+    expected = torch.zeros(50)
+    actual = expected.clone()
+    actual[49] = 2.0
+    result = compare_tensor(expected, actual, TOL)
+    assert not result.passed and result.max_abs_err == 2.0
+
+
+def test_tolerance_precedence_global_then_problem_then_precision():
+    problem = Problem(id="p", path="p.py", source_hash="h", atol=1e-3)
+    assert EvalConfig(device="cpu").tolerance_for(problem) == Tolerance(atol=1e-3, rtol=1e-4)
+    assert EvalConfig(device="cpu", atol=0.5).tolerance_for(problem).atol == 0.5
+    assert EvalConfig(device="cpu", precision="bf16").tolerance_for(Problem(id="q", path="q", source_hash="h")) \
+        == Tolerance(atol=1e-2, rtol=1e-2)

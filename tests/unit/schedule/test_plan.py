@@ -1,0 +1,44 @@
+"""Planning a run: who gets which cores and GPUs, and who ran since the last look."""
+
+import os
+
+from harness.schedule.plan import ActiveSet, plan_resources, visible_gpu
+
+
+def test_cpu_run_uses_every_core_for_builds_and_pins_nothing(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    resources = plan_resources("cpu", None, None)
+    assert resources.gpus == [] and resources.jobs == 16
+    assert resources.build_cpus is None and resources.lane_cpus is None
+
+
+def test_gpu_run_keeps_cores_apart_for_each_lane(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    one = plan_resources("cuda", [0], None)
+    assert one.lane_cpus == [[12, 13, 14, 15]] and one.build_cpus == list(range(12)) and one.jobs == 12
+    two = plan_resources("cuda", [0, 2], 3)
+    assert two.gpus == [0, 2] and two.jobs == 3
+    assert two.lane_cpus == [[8, 9, 10, 11], [12, 13, 14, 15]] and two.build_cpus == list(range(8))
+
+
+def test_too_few_cores_to_keep_apart_means_no_pinning(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    resources = plan_resources("cuda", [0, 1], None)
+    assert resources.lane_cpus is None and resources.build_cpus is None and resources.jobs == 2
+
+
+def test_worker_sees_the_gpu_this_process_numbers_index():
+    assert visible_gpu(1, None) == "1"
+    assert visible_gpu(1, "3, 5") == "5"
+
+
+def test_active_set_reports_everyone_that_ran_since_the_last_look():
+    active = ActiveSet()
+    active.enter("x")
+    active.enter("y")
+    active.leave("y")
+    assert active.drain() == {"x", "y"}
+    assert active.drain() == {"x"}  # still running
+    active.leave("x")
+    assert active.drain() == {"x"}
+    assert active.drain() == set()

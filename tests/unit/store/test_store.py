@@ -1,0 +1,86 @@
+"""The SQLite store: results committed as they come, schema versions migrate, runs resume."""
+
+import sqlite3
+
+import pytest
+
+from harness.records import EvalConfig, MachineInfo, Result, RunInfo, Status
+from harness.store import DATABASE_SCHEMA_VERSION, MIGRATIONS, Database, ResultsFile, StoreError, config_key
+
+from tests.support import DATA
+
+MACHINE = MachineInfo(hostname="h", device="cpu", device_name="x86_64", driver=None, cuda=None, torch="2",
+                      python="3", harness="0")
+
+
+def make(name, status=Status.ok, run_id="r1"):
+    return Result(run_id=run_id, problem="p", candidate=name, status=status, candidate_hash=f"h-{name}",
+                  problem_hash="ph")
+
+
+def run_info(run_id="r1", **config):
+    return RunInfo(run_id=run_id, started_at="2026-01-01T00:00:00", machine=MACHINE,
+                   config=EvalConfig(device="cpu", **config), problems_dir="p", candidates_dir="c")
+
+
+def candidate(name):
+    from harness.inputs.candidates import read_candidate
+    return read_candidate(DATA / "candidates" / "tiny_relu" / "mismatch.py", name, "p").model_copy(
+        update={"source_hash": f"h-{name}"})
+
+
+def test_results_are_committed_one_by_one_and_read_back(tmp_path):
+    with Database(tmp_path / "h.db") as db:
+        db.save_run(run_info(), tmp_path)
+        db.record(make("a"), None, candidate("a"))
+        # Another connection sees it at once: nothing waits for the end of the run.
+        other = sqlite3.connect(tmp_path / "h.db")
+        assert other.execute("SELECT candidate, status FROM results").fetchall() == [("a", "ok")]
+        db.record(make("b", Status.crash), None, candidate("b"))
+        assert [(r.candidate, r.status) for r in db.results("r1")] == [("a", Status.ok), ("b", Status.crash)]
+        assert db.done("r1") == {("ph", "h-a"), ("ph", "h-b")}
+        assert "x.abs()" in db.code("h-a")
+
+
+def test_resume_finds_the_latest_run_with_the_same_configuration(tmp_path):
+    with Database(tmp_path / "h.db") as db:
+        db.save_run(run_info("old"), tmp_path)
+        db.save_run(run_info("other", trials=7), tmp_path)
+        key = config_key(EvalConfig(device="cpu"), "x86_64")
+        assert db.latest_run_id(key) == "old"
+        assert db.latest_run_id() == "other"
+
+
+def test_an_earlier_schema_opens_and_migrates(tmp_path):
+    path = tmp_path / "v1.db"
+    old = sqlite3.connect(path)
+    old.executescript(MIGRATIONS[0])
+    old.execute("PRAGMA user_version = 1")
+    old.execute("INSERT INTO runs (run_id, started_at, device, device_name, torch, harness, config_json) "
+                "VALUES ('r1', '2025', 'cpu', 'x86_64', '2', '0', ?)", (run_info().model_dump_json(),))
+    old.execute("INSERT INTO results VALUES ('r1', 'p', 'a', 'ph', 'h-a', 'ok', 1.5, NULL, ?)",
+                (make("a").model_dump_json(),))
+    old.commit()
+    old.close()
+    with Database(path) as db:
+        assert db.version == DATABASE_SCHEMA_VERSION == 2
+        assert [r.candidate for r in db.results("r1")] == ["a"]
+        columns = {row[1] for row in db.conn.execute("PRAGMA table_info(results)")}
+        assert "recorded_at" in columns
+
+
+def test_a_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "future.db"
+    sqlite3.connect(path).execute(f"PRAGMA user_version = {DATABASE_SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreError, match="schema version"):
+        Database(path)
+
+
+def test_results_file_appends_then_rewrites_whole(tmp_path):
+    results = ResultsFile(tmp_path)
+    results.append(make("a"))
+    with open(results.path, "a") as out:
+        out.write('{"run_id": "r", "cand')  # a line cut short by a kill
+    results.rewrite([make("a"), make("b")])  # the end of a run rewrites it from the database
+    lines = results.path.read_text().splitlines()
+    assert [Result.model_validate_json(line).candidate for line in lines] == ["a", "b"]
