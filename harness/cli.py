@@ -16,14 +16,29 @@ from .present.export import write_export
 from .present.site import render_site
 from .present.summary import explanation, listing, summary_table
 from .problem_check import check_problems, describe_findings
-from .records import EvalConfig, HostEnv
-from .run import (EvalOptions, Interrupted, UsageError, discover, eval_run, explain_result, open_db, resolve_device,
-                  run_results)
+from .records import EvalConfig, HostEnv, Limits, SandboxMode
+from .run import (EvalOptions, Interrupted, RunSetup, StoreFailed, UsageError, discover, eval_run, explain_result,
+                  open_db, prepare_sandbox, resolve_device, run_results)
 from .schedule.plan import RunScale
 from .store import DEFAULT_DB
+from .worker.parent import ConfinementFailed
+from .worker.sandbox import default_limits
 
+EXIT_FAILED = 1  # the run could not go on (its results so far are kept)
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def size(text: str) -> int:
+    """A byte count: 512M, 8G, 1T or plain bytes."""
+    number, unit = text.strip().rstrip("bB"), ""
+    if number and number[-1].lower() in SIZE_UNITS:
+        number, unit = number[:-1], number[-1].lower()
+    try:
+        return int(float(number) * SIZE_UNITS[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size such as 512M or 8G, not {text!r}") from None
 
 
 def build_parser(host: HostEnv) -> argparse.ArgumentParser:
@@ -48,8 +63,7 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
     ev.add_argument("--strict-shapes", action="store_true",
                     help="a candidate correct only at the problem's own sizes is a mismatch, not just flagged")
     ev.add_argument("--problem", action="append", default=None, help="only this problem id (repeatable)")
-    ev.add_argument("--build-dir", type=Path, default=None,
-                    help=f"build cache, safe to share between runs (default {default_build_root(host)})")
+    ev.add_argument("--build-dir", type=Path, default=default_build_root(host), help="build cache, safe to share between runs")
     ev.add_argument("--jobs", "-j", type=int, default=None,
                     help="builds at once (default: every core, less a few kept for each GPU's evaluation)")
     ev.add_argument("--gpus", default=None, help="GPUs to evaluate on, one worker each, e.g. 0,2 (default: all visible)")
@@ -61,6 +75,7 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
                     help="also write one compact JSON line per candidate (verdict, cause, hint, key lines) for a generator")
     ev.add_argument("--resume", nargs="?", const="latest", default=None, metavar="RUN_ID",
                     help="continue a run (default: the latest with this configuration and device), skipping what it judged")
+    add_sandbox_arguments(ev)
 
     ls = sub.add_parser("list", help="list problems and the candidates found for each")
     ls.add_argument("candidates", type=Path, nargs="?", default=None)
@@ -76,12 +91,14 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
     chk.add_argument("--device", choices=["cpu", "cuda"], default=None)
     chk.add_argument("--small", action="store_true", help="run at reduced input sizes (quick, e.g. on a CPU)")
     chk.add_argument("--json", type=Path, default=None, help="also write the findings as JSON lines")
+    add_sandbox_arguments(chk)
 
     exp_ = sub.add_parser("explain", help="why a candidate failed and how to fix it (evaluates it if never judged)")
     exp_.add_argument("path", type=Path, help="a candidate file, under <candidates>/<problem_id>/ or KernelBench-named")
     exp_.add_argument("--problems", type=Path, default=Path("problems"))
     exp_.add_argument("--db", type=Path, default=DEFAULT_DB)
     exp_.add_argument("--device", choices=["cpu", "cuda"], default=None)
+    add_sandbox_arguments(exp_)
 
     cmp = sub.add_parser("compare", help="what got faster, slower, fixed or broken between two runs")
     cmp.add_argument("run_a")
@@ -95,6 +112,29 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
     exp.add_argument("--format", choices=["jsonl", "csv", "kernelbench"], required=True)
     exp.add_argument("--out", type=Path, required=True, help="file (a directory for kernelbench)")
     return parser
+
+
+def add_sandbox_arguments(command: argparse.ArgumentParser) -> None:
+    limits = default_limits()
+    command.add_argument("--sandbox", choices=[m.value for m in SandboxMode], default="auto",
+                         help="confine workers with what the kernel offers (auto), refuse to run without all of it "
+                              "(strict), or not at all (off); default %(default)s")
+    command.add_argument("--max-host-memory", type=size, default=limits.host_memory,
+                         help=f"host memory per worker (default {limits.host_memory >> 20} MiB, half of this machine's)")
+    command.add_argument("--max-processes", type=int, default=limits.processes, help="processes per worker (default %(default)s)")
+    command.add_argument("--max-scratch", type=size, default=limits.scratch, help="disk per worker's scratch (default 8G)")
+    command.add_argument("--max-file-size", type=size, default=limits.file_size,
+                         help="any one file a worker writes, its log included (default 2G)")
+
+
+def run_setup(args: argparse.Namespace, host: HostEnv, scale: RunScale = RunScale()) -> RunSetup:
+    try:
+        limits = Limits(host_memory=args.max_host_memory, processes=args.max_processes, scratch=args.max_scratch,
+                        file_size=args.max_file_size)
+    except ValueError as exc:
+        raise UsageError(str(exc).splitlines()[-1]) from None
+    return RunSetup(scale=scale, host=host, build_root=getattr(args, "build_dir", default_build_root(host)),
+                    sandbox=prepare_sandbox(SandboxMode(args.sandbox), limits))
 
 
 def eval_config(args: argparse.Namespace) -> EvalConfig:
@@ -131,9 +171,9 @@ def run_scale(args: argparse.Namespace, config: EvalConfig) -> RunScale:
 def cmd_eval(args: argparse.Namespace, host: HostEnv) -> int:
     config = eval_config(args)
     options = EvalOptions(candidates_dir=args.candidates, problems_dir=args.problems, db=args.db, out=args.out,
-                          build_dir=args.build_dir, problem_ids=args.problem, resume=args.resume, feedback=args.feedback)
+                          problem_ids=args.problem, resume=args.resume, feedback=args.feedback)
     try:
-        finished = eval_run(options, config, run_scale(args, config), host)
+        finished = eval_run(options, config, run_setup(args, host, run_scale(args, config)))
     except Interrupted as stopped:
         print(f"\ninterrupted; what was judged is kept. Continue with: --resume {stopped.run_id}", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -156,7 +196,8 @@ def cmd_report(args: argparse.Namespace, host: HostEnv) -> int:
 
 def cmd_check(args: argparse.Namespace, host: HostEnv) -> int:
     problems = discover(args.problems, None)[0]
-    findings = check_problems(problems, EvalConfig(device=resolve_device(args.device)), host, args.small)
+    config = EvalConfig(device=resolve_device(args.device))
+    findings = check_problems(problems, config, host, run_setup(args, host).sandbox, args.small)
     print(describe_findings(findings))
     if args.json:
         args.json.write_text("".join(f.model_dump_json() + "\n" for f in findings))
@@ -164,7 +205,7 @@ def cmd_check(args: argparse.Namespace, host: HostEnv) -> int:
 
 
 def cmd_explain(args: argparse.Namespace, host: HostEnv) -> int:
-    print(explanation(explain_result(args.path, args.problems, args.db, args.device, host)))
+    print(explanation(explain_result(args.path, args.problems, args.db, args.device, run_setup(args, host))))
     return 0
 
 
@@ -196,3 +237,6 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except (StoreFailed, ConfinementFailed) as exc:
+        print(f"harness: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED

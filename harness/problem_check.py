@@ -14,6 +14,7 @@ from .builds.cache import BuildCache, default_build_root, toolchain
 from .judge.reference import ReferenceFailed, ReferenceRunner
 from .records import EvalConfig, HostEnv, Problem
 from .worker.parent import Placement
+from .worker.sandbox import SandboxPolicy
 from .worker.protocol import Command
 
 CHECK_SEEDS = (11, 12, 13)
@@ -64,10 +65,11 @@ def check_problem(problem: Problem, config: EvalConfig, cache: BuildCache, place
     return ProblemCheck(problem=problem.id, flags=flags, notes=notes)
 
 
-def check_problems(problems: list[Problem], config: EvalConfig, host: HostEnv, shrink: bool) -> list[ProblemCheck]:
+def check_problems(problems: list[Problem], config: EvalConfig, host: HostEnv, sandbox: SandboxPolicy,
+                   shrink: bool) -> list[ProblemCheck]:
     gpus = [torch.cuda.current_device()] if config.device == "cuda" else []
     cache = BuildCache(default_build_root(host), toolchain(config.device, gpus, host))
-    placement = Placement(env=dict(host.passed))
+    placement = Placement(env=dict(host.passed), sandbox=sandbox)
     return [check_problem(problem, config, cache, placement, shrink)
             for problem in tqdm(problems, unit="problem", desc="check", file=sys.stderr)]
 

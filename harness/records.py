@@ -182,6 +182,35 @@ class HostEnv(BaseModel):
         )
 
 
+class SandboxMode(str, enum.Enum):
+    auto = "auto"  # use what the kernel offers, say loudly what is missing
+    strict = "strict"  # refuse to run without all of it
+    off = "off"  # no confinement (workers still get a scrubbed environment and a scratch dir)
+
+
+class Limits(BaseModel):
+    """What one worker may use (worker/sandbox.py applies them). Bytes unless named otherwise."""
+
+    host_memory: int = Field(ge=1 << 26)  # resident memory of the worker and all it started (the parent's watchdog)
+    processes: int = Field(512, ge=1)  # at once (watchdog; RLIMIT_NPROC inside a user namespace)
+    scratch: int = Field(8 << 30, ge=1 << 20)  # its scratch dir (and a build worker's key dir): the watchdog
+    file_size: int = Field(2 << 30, ge=1 << 20)  # any one file it writes, its log included (RLIMIT_FSIZE)
+    open_files: int = Field(4096, ge=64)  # RLIMIT_NOFILE
+
+
+class SandboxReport(BaseModel):
+    """Which protections a run's workers had, and what this kernel could not give."""
+
+    mode: SandboxMode
+    active: list[str]
+    missing: list[str]  # "protection: why"
+
+    @property
+    def confines_files(self) -> bool:
+        """Whether no worker can write outside its scratch (and a build worker's key dir)."""
+        return "landlock_filesystem" in self.active
+
+
 class TimingStats(BaseModel):
     median_ms: float
     iqr_ms: float
@@ -261,6 +290,7 @@ class Observations(BaseModel):
     build_s: float | None = None
     build_cached: bool = False
     gpu: int | None = None
+    protections: list[str] = Field(default_factory=list)  # what confined the worker that evaluated it
 
     def note(self, flag: Flag, evidence: str | None = None) -> None:
         if flag not in self.flags:
@@ -320,6 +350,7 @@ class Result(BaseModel):
     build_s: float | None = None  # compiling it ahead of evaluation; 0 when the build cache had it
     build_cached: bool = False
     gpu: int | None = None  # which GPU evaluated it
+    protections: list[str] = Field(default_factory=list)  # what confined its evaluation (worker/sandbox.py)
     recorded_at: str | None = None
 
 
@@ -343,3 +374,5 @@ class RunInfo(BaseModel):
     config: EvalConfig
     problems_dir: str
     candidates_dir: str
+    sandbox: SandboxReport | None = None
+    interference: list[str] = Field(default_factory=list)  # changes to the results that no worker could have made

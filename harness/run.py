@@ -26,14 +26,47 @@ from .inputs.problems import ProblemError, discover_problems
 from .judge import verdicts
 from .present.export import to_feedback_jsonl
 from .present.site import render_site
-from .records import Candidate, EvalConfig, HostEnv, MachineInfo, Problem, Result, RunInfo
+from .records import (Candidate, EvalConfig, HostEnv, Limits, MachineInfo, Problem, Result, RunInfo, SandboxMode,
+                      SandboxReport)
 from .schedule.local import Pipeline
 from .schedule.plan import RunPlan, RunScale, plan_resources
 from .store import Database, ResultsFile, StoreError, config_key, files_state, now
+from .worker import confine
+from .worker.sandbox import SandboxPolicy, SandboxUnavailable, decide_policy
 
 
 class UsageError(Exception):
     """Bad input from the caller: the message says what and how to fix it."""
+
+
+class StoreFailed(Exception):
+    """A result could not be written: the run stops, with what it wrote so far kept."""
+
+
+class RunSetup(BaseModel):
+    """How a run evaluates, besides the EvalConfig that decides verdicts: where builds go, how it
+    spreads out, how its workers are confined, and the caller's environment."""
+
+    scale: RunScale = RunScale()
+    host: HostEnv
+    build_root: Path
+    sandbox: SandboxPolicy
+
+
+def prepare_sandbox(mode: SandboxMode, limits: Limits) -> SandboxPolicy:
+    """Decide the run's confinement once; say loudly what this kernel cannot give. With any
+    confinement on, this process becomes non-dumpable: no worker can read its memory or its
+    environment (the caller's secrets) through /proc."""
+    try:
+        policy = decide_policy(mode, limits)
+    except SandboxUnavailable as exc:
+        raise UsageError(str(exc)) from None
+    missing = policy.report().missing
+    if missing and mode is SandboxMode.auto:
+        print("warning: the sandbox lacks " + "; ".join(missing), file=sys.stderr)
+    if mode is not SandboxMode.off:
+        confine.not_dumpable()
+    return policy
 
 
 class EvalOptions(BaseModel):
@@ -136,12 +169,13 @@ def start_run(db: Database, config: EvalConfig, options: EvalOptions) -> tuple[R
     return run, options.out or out_dir, db.done(run_id)
 
 
-def open_pipeline(problems: list[Problem], candidates: list[Candidate], config: EvalConfig, build_root: Path,
-                  run_id: str, scale: RunScale, host: HostEnv):
+def open_pipeline(problems: list[Problem], candidates: list[Candidate], config: EvalConfig, run_id: str,
+                  setup: RunSetup):
     """The backend that runs this evaluation: this machine, or a Ray cluster."""
+    scale = setup.scale
     resources = plan_resources(config.device, scale.gpus, scale.jobs)
-    cache = BuildCache(build_root, toolchain(config.device, resources.gpus, host))
-    plan = RunPlan(problems, config, run_id, cache, resources, host)
+    cache = BuildCache(setup.build_root, toolchain(config.device, resources.gpus, setup.host))
+    plan = RunPlan(problems, config, run_id, cache, resources, setup.host, setup.sandbox)
     if scale.backend == "ray":
         from .schedule.ray_cluster import RayPipeline  # Ray is an optional extra
 
@@ -149,24 +183,31 @@ def open_pipeline(problems: list[Problem], candidates: list[Candidate], config: 
     return Pipeline(plan, candidates)
 
 
-def evaluate(candidates: list[Candidate], problems: list[Problem], config: EvalConfig, build_root: Path,
-             run_id: str, save: Callable[[Result], None], host: HostEnv, watched: list[Path] = (),
-             scale: RunScale = RunScale()) -> None:
-    """Evaluate and `save` each result as it comes. Only the harness writes the results between
-    two saves: a change means a candidate whose code ran meanwhile (in a build or an evaluation,
-    on any GPU) wrote to them. Those candidates are rejected, and this session's results are
-    written back (see docs/threat-model.md)."""
+def evaluate(candidates: list[Candidate], problems: list[Problem], config: EvalConfig, run_id: str,
+             setup: RunSetup, save: Callable[[Result], None], watched: list[Path] = ()) -> list[str]:
+    """Evaluate and `save` each result as it comes; returns the interference seen.
+
+    Only the harness writes the results between two saves. Under a sandbox that confines every
+    worker's writes, a change there is no candidate's doing: it is recorded as interference with
+    the run and this session's results are written back. Without one, the candidates whose code
+    ran meanwhile (in a build or an evaluation, on any GPU) are rejected (docs/threat-model.md)."""
+    confined = setup.sandbox.report().confines_files
     last_state = files_state(list(watched))
     recorded: list[Result] = []
     suspects: set[str] = set()
-    with open_pipeline(problems, candidates, config, build_root, run_id, scale, host) as pipeline, \
+    interference: list[str] = []
+    with open_pipeline(problems, candidates, config, run_id, setup) as pipeline, \
             tqdm(total=len(candidates), unit="cand", desc="eval", file=sys.stderr) as bar:
         for result in pipeline.results():
-            ran = pipeline.active.drain() | {result.candidate}
+            ran = pipeline.active.drain()
             if files_state(list(watched)) != last_state:
-                suspects |= ran
-                print(f"warning: the results changed while {', '.join(sorted(ran))} ran; rewriting this run's results",
-                      file=sys.stderr)
+                if confined:
+                    interference.append(f"{now()}: the results changed on disk during the run, though no worker could "
+                                        "write there; this run's results were written back")
+                else:
+                    suspects |= ran
+                print(f"warning: the results changed on disk{'' if confined else ' while ' + ', '.join(sorted(ran)) + ' ran'};"
+                      " rewriting this run's results", file=sys.stderr)
                 for earlier in recorded:
                     save(earlier)
             if result.candidate in suspects:
@@ -178,6 +219,7 @@ def evaluate(candidates: list[Candidate], problems: list[Problem], config: EvalC
             bar.set_postfix_str(f"built {pipeline.builds_done}/{pipeline.builds_total}; "
                                 f"{result.candidate}: {result.status.value}", refresh=False)
             bar.update(1)
+    return interference
 
 
 def _interrupt(signum, frame):
@@ -192,11 +234,12 @@ class Interrupted(Exception):
         self.run_id = run_id
 
 
-def eval_run(options: EvalOptions, config: EvalConfig, scale: RunScale, host: HostEnv) -> Finished:
+def eval_run(options: EvalOptions, config: EvalConfig, setup: RunSetup) -> Finished:
     """`harness eval`: judge every candidate not judged yet, store, and render the run."""
     problems, candidates = select(*discover(options.problems_dir, options.candidates_dir), options.problem_ids)
     with open_db(options.db) as db:
         run, out_dir, done = start_run(db, config, options)
+        run.sandbox = setup.sandbox.report()
         problems_by_id = {p.id: p for p in problems}
         todo = [c for c in candidates
                 if ((problems_by_id[c.problem_id].source_hash if c.problem_id else None), c.source_hash) not in done]
@@ -208,14 +251,17 @@ def eval_run(options: EvalOptions, config: EvalConfig, scale: RunScale, host: Ho
         by_path = {c.rel_path: c for c in todo}
 
         def save(result: Result) -> None:
-            db.record(result, problems_by_id.get(result.problem or ""), by_path[result.candidate])
-            results_file.append(result)
+            try:
+                db.record(result, problems_by_id.get(result.problem or ""), by_path[result.candidate])
+                results_file.append(result)
+            except (sqlite3.Error, OSError) as exc:
+                raise StoreFailed(f"cannot record results in {options.db} or {results_file.path}: {exc}; "
+                                  f"what was recorded before is kept (--resume {run.run_id})") from None
 
         watched = [options.db, options.db.with_name(options.db.name + "-wal"), results_file.path]
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
-            evaluate(todo, problems, config, options.build_dir or default_build_root(host), run.run_id, save, host,
-                     watched, scale)
+            run.interference += evaluate(todo, problems, config, run.run_id, setup, save, watched)
         except KeyboardInterrupt:
             raise Interrupted(run.run_id) from None
         finally:
@@ -231,7 +277,7 @@ def eval_run(options: EvalOptions, config: EvalConfig, scale: RunScale, host: Ho
     return Finished(run=run, results=results, results_path=results_file.path, index=index)
 
 
-def explain_result(path: Path, problems_dir: Path, db_path: Path, device: str | None, host: HostEnv) -> Result:
+def explain_result(path: Path, problems_dir: Path, db_path: Path, device: str | None, setup: RunSetup) -> Result:
     """The latest judgement of this file in the database; a file never judged is evaluated first,
     in a run of its own."""
     from .inputs.candidates import KERNELBENCH_NAME, read_candidate
@@ -254,8 +300,8 @@ def explain_result(path: Path, problems_dir: Path, db_path: Path, device: str | 
         options = EvalOptions(candidates_dir=root, problems_dir=problems_dir, db=db_path, problem_ids=[problems[0].id])
         run, out_dir, _ = start_run(db, config, options)
         db.save_run(run, out_dir)
-        evaluate(mine, problems, config, default_build_root(host), run.run_id,
-                 lambda r: db.record(r, problems[0], mine[0]), host)
+        run.sandbox = setup.sandbox.report()
+        evaluate(mine, problems, config, run.run_id, setup, lambda r: db.record(r, problems[0], mine[0]))
         run.finished_at = now()
         db.save_run(run, out_dir)
         return db.latest_result(source_hash)

@@ -103,7 +103,7 @@ class Database:
                 """INSERT INTO runs (run_id, started_at, finished_at, device, device_name, driver, cuda, torch,
                        harness, config_json, problems_dir, candidates_dir, out_dir, config_key)
                    VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
-                   ON CONFLICT(run_id) DO UPDATE SET finished_at = excluded.finished_at""",
+                   ON CONFLICT(run_id) DO UPDATE SET finished_at = excluded.finished_at, config_json = excluded.config_json""",
                 (run.run_id, run.started_at, run.finished_at, m.device, m.device_name, m.driver, m.cuda, m.torch,
                  m.harness, run.model_dump_json(), run.problems_dir, run.candidates_dir, str(out_dir),
                  config_key(run.config, m.device_name)),

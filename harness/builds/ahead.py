@@ -3,26 +3,31 @@ compiles there) into its key dir of the build cache, or the cache answers at onc
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
+from typing import ContextManager
 
 from ..records import Candidate, EvalConfig, Problem
 from ..worker.parent import Placement, StopReason, Worker, WorkerStopped
 from ..worker.protocol import WorkerJob
-from .cache import BuildCache, BuildOutcome, BuildStatus, key_lock, read_outcome, write_outcome
+from .cache import BuildCache, BuildOutcome, BuildStatus, key_lock
 from .compiler_log import is_build_failure
 
 
-def build_ahead(candidate: Candidate, problem: Problem, config: EvalConfig, cache: BuildCache,
-                placement: Placement) -> BuildOutcome:
-    """Build one candidate in a build worker that sees no GPU, or answer from the cache."""
+def build_ahead(candidate: Candidate, problem: Problem, config: EvalConfig, cache: BuildCache, placement: Placement,
+                running: Callable[[], ContextManager] = contextlib.nullcontext) -> BuildOutcome:
+    """Build one candidate in a build worker that sees no GPU, or answer from the cache. The
+    worker, and so the candidate's code, runs inside `running()`; a cached answer runs nothing."""
     key_dir = cache.key_dir(candidate.code_hash)
     with key_lock(key_dir):
-        cached = read_outcome(key_dir)
+        cached = cache.read_outcome(key_dir)
         if cached is not None:
             return cached.model_copy(update={"cached": True, "seconds": 0.0})
-        outcome = _run_build_worker(candidate, problem, config, cache, placement)
+        with running():
+            outcome = _run_build_worker(candidate, problem, config, cache, placement)
         if outcome.decided:
-            write_outcome(key_dir, outcome)
+            cache.write_outcome(key_dir, outcome)
         return outcome
 
 
@@ -37,13 +42,16 @@ def _run_build_worker(candidate: Candidate, problem: Problem, config: EvalConfig
         try:
             reply = worker.reply("build", config.build_timeout_s)
         except WorkerStopped as stopped:
-            status = BuildStatus.timed_out if stopped.stop.reason is StopReason.deadline else BuildStatus.deferred
+            status = {StopReason.deadline: BuildStatus.timed_out,
+                      StopReason.limit: BuildStatus.over_limit}.get(stopped.stop.reason, BuildStatus.deferred)
             return BuildOutcome(key=key_dir.name, status=status, seconds=time.monotonic() - began,
-                                error=stopped.stop.error)
+                                error=stopped.stop.error, protections=worker.protections)
         seconds = time.monotonic() - began
         if reply.ok:
-            return BuildOutcome(key=key_dir.name, status=BuildStatus.built, seconds=seconds)
+            return BuildOutcome(key=key_dir.name, status=BuildStatus.built, seconds=seconds,
+                                protections=worker.protections)
         if reply.failure and is_build_failure(reply.failure.exc_type, reply.failure.message):
             return BuildOutcome(key=key_dir.name, status=BuildStatus.failed, seconds=seconds, failure=reply.failure,
-                                log_head=worker.log_head())
-        return BuildOutcome(key=key_dir.name, status=BuildStatus.deferred, seconds=seconds)
+                                log_head=worker.log_head(), protections=worker.protections)
+        return BuildOutcome(key=key_dir.name, status=BuildStatus.deferred, seconds=seconds,
+                            protections=worker.protections)

@@ -5,6 +5,10 @@ toolchain, plus `outcome.json` once the build is decided. A key covers everythin
 the compiler's command lines or the binary: the code, torch, CUDA, the target architectures,
 the compilers and Python. Two runs sharing a root take `.harness-lock` (flock, released by the
 kernel when its holder dies) around any build or load in a key dir.
+
+Outcomes are signed (HMAC-SHA256) with `<root>/.harness-key`, which only the harness reads: a
+confined worker can read neither the root nor another key dir, so it cannot forge an outcome
+(say, a compile error for another candidate); an unsigned or altered outcome is built again.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import contextlib
 import enum
 import fcntl
 import hashlib
+import hmac
 import json
+import secrets
 import os
 import sys
 from collections.abc import Iterator
@@ -27,6 +33,7 @@ from ..worker.protocol import Failure
 
 OUTCOME_FILE = "outcome.json"
 LOCK_FILE = ".harness-lock"
+KEY_FILE = ".harness-key"
 TORCH_BATON = "lock"  # torch.utils.cpp_extension's FileBaton in each extension's build dir
 
 
@@ -70,20 +77,62 @@ def toolchain(device: str, gpus: list[int], host: HostEnv) -> Toolchain:
 
 
 class BuildCache:
-    """A cache root under one toolchain: the key directory for each code hash."""
+    """A cache root under one toolchain: the key directory for each code hash, and each key's
+    signed build outcome."""
 
     def __init__(self, root: Path, toolchain: Toolchain):
         self.root = root.resolve()  # Ray tasks and workers run elsewhere than here
         self.toolchain = toolchain
+        self._secret = _signing_key(self.root)
 
     def key_dir(self, code_hash: str) -> Path:
         return self.root / self.toolchain.key(code_hash)
+
+    def _mac(self, payload: str) -> str:
+        return hmac.new(self._secret, payload.encode(), hashlib.sha256).hexdigest()
+
+    def read_outcome(self, key_dir: Path) -> BuildOutcome | None:
+        """The key's outcome, if this cache signed it; None (build again) when it is absent, torn
+        by a crash, or not signed by us."""
+        try:
+            stored = json.loads((key_dir / OUTCOME_FILE).read_text())
+            payload = stored["outcome"]
+            if not hmac.compare_digest(stored["mac"], self._mac(payload)):
+                return None
+            return BuildOutcome.model_validate_json(payload)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write_outcome(self, key_dir: Path, outcome: BuildOutcome) -> None:
+        """Atomically: a reader sees the old state or the whole new file."""
+        payload = outcome.model_dump_json()
+        partial = key_dir / f".{OUTCOME_FILE}.{os.getpid()}"
+        partial.write_text(json.dumps({"outcome": payload, "mac": self._mac(payload)}))
+        os.replace(partial, key_dir / OUTCOME_FILE)
+
+
+def _signing_key(root: Path) -> bytes:
+    """The cache's secret, made on first use (owner-only), shared by every run using the root."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / KEY_FILE
+    if not path.exists():  # written whole beside it, then linked in: a racing run reads one complete key
+        partial = root / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
+        with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as key_file:
+            key_file.write(secrets.token_bytes(32))
+        try:
+            os.link(partial, path)
+        except FileExistsError:
+            pass
+        finally:
+            partial.unlink()
+    return path.read_bytes()
 
 
 class BuildStatus(str, enum.Enum):
     built = "built"  # imported (and so compiled and loaded) without error
     failed = "failed"  # the compiler or linker failed: a compile_error, no GPU needed to say so
     timed_out = "timed_out"  # the build ran past --build-timeout
+    over_limit = "over_limit"  # the build worker passed a resource limit (memory, processes, disk)
     deferred = "deferred"  # import failed for another reason (it may need a GPU): the evaluation decides
 
 
@@ -96,26 +145,13 @@ class BuildOutcome(BaseModel):
     cached: bool = False
     failure: Failure | None = None  # failed: the exception load_inline raised
     log_head: str = ""  # failed: the start of the build log, where the compiler's errors are
-    error: str | None = None  # timed_out: what the sandbox said
+    error: str | None = None  # timed_out, over_limit: what the parent saw
+    protections: list[str] = []  # what confined the build worker
 
     @property
     def decided(self) -> bool:
         """Worth keeping in the cache: the same code and toolchain give the same outcome."""
         return self.status in (BuildStatus.built, BuildStatus.failed)
-
-
-def read_outcome(key_dir: Path) -> BuildOutcome | None:
-    try:
-        return BuildOutcome.model_validate_json((key_dir / OUTCOME_FILE).read_text())
-    except (OSError, ValueError):
-        return None  # absent, or torn by a crash: build again
-
-
-def write_outcome(key_dir: Path, outcome: BuildOutcome) -> None:
-    """Atomically: a reader sees the old state or the whole new file."""
-    partial = key_dir / f".{OUTCOME_FILE}.{os.getpid()}"
-    partial.write_text(outcome.model_dump_json())
-    os.replace(partial, key_dir / OUTCOME_FILE)
 
 
 @contextlib.contextmanager

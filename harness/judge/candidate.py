@@ -54,7 +54,7 @@ def judged_by_build(subject: Subject, candidate: Candidate, config: EvalConfig, 
     if verdict is None:
         return None
     observed = Observations(phase=Phase.load, gpu=placement.gpu, build_s=round(outcome.seconds, 3),
-                            build_cached=outcome.cached)
+                            build_cached=outcome.cached, protections=outcome.protections)
     return verdicts.result(subject, verdict, observed)
 
 
@@ -72,9 +72,11 @@ class CandidateRun:
                                      build_cached=build.cached if build else False)
 
     def run(self) -> Result:
+        """The Result; raises ReferenceFailed when the reference worker dies meanwhile."""
         began = time.monotonic()
         self.observed.phase = Phase.load
         worker, loaded = self._start()
+        self.observed.protections = worker.protections
         with worker:
             try:
                 if isinstance(loaded, WorkerStopped):
@@ -86,6 +88,10 @@ class CandidateRun:
                 self.observed.log_tail = worker.log_tail(LOG_TAIL_CHARS) or None
         self.observed.elapsed_s = round(time.monotonic() - began, 3)
         return verdicts.result(self.subject, verdict, self.observed)
+
+    def reference_died(self, reason: str) -> Result:
+        """The reference worker died while this candidate ran (its evaluation was cut short)."""
+        return verdicts.result(self.subject, verdicts.reference_died(reason), self.observed)
 
     def _start(self) -> tuple[Worker, Reply | WorkerStopped]:
         """Start the worker and wait for its import (which compiles, or finds the build up to

@@ -21,6 +21,7 @@ from ..worker.protocol import Failure, HardwareFloor, Reply
 NO_CUDA = re.compile(r"Torch not compiled with CUDA|No CUDA GPUs are available|CUDA_HOME environment variable|"
                      r"Found no NVIDIA driver|No module named 'triton'|cannot find CUDA|nvcc: not found", re.IGNORECASE)
 UNDEFINED_SYMBOL = re.compile(r"undefined symbol:\s*(\S+)")
+FILE_TOO_LARGE = "[Errno 27]"  # EFBIG: Python ignores SIGXFSZ, so a write past RLIMIT_FSIZE raises instead
 MAX_ERROR = 300
 HARDWARE_MARGIN = 0.5  # honest kernels stay above the floor; half of it leaves room for timer noise
 
@@ -68,6 +69,8 @@ def of_build(outcome: BuildOutcome, device: str, candidate_text: str) -> Verdict
     if outcome.status is BuildStatus.timed_out:
         return Verdict(status=Status.timeout, error=outcome.error or "the build ran past --build-timeout",
                        phase=Phase.load)
+    if outcome.status is BuildStatus.over_limit:
+        return Verdict(status=Status.crash, error=f"the build {outcome.error}", phase=Phase.load)
     if outcome.status is BuildStatus.failed and outcome.failure is not None:
         return of_failure(outcome.failure, outcome.log_head, device, candidate_text)
     return None
@@ -76,6 +79,13 @@ def of_build(outcome: BuildOutcome, device: str, candidate_text: str) -> Verdict
 def reference_failed(reason: str) -> Verdict:
     """The problem's reference could not load, run or time: its candidates cannot be judged."""
     return Verdict(status=Status.skipped, error=reason)
+
+
+def reference_died(reason: str) -> Verdict:
+    """The reference worker died while this candidate ran: under a sandbox no candidate can
+    reach it, without one this candidate may have killed it. Either way its evaluation did not
+    finish; the reference is started afresh for the next candidate."""
+    return Verdict(status=Status.crash, error=f"the reference worker died while this candidate ran ({reason})")
 
 
 # -- what a worker said ------------------------------------------------------------------------
@@ -100,6 +110,8 @@ def of_failure(failure: Failure, log: str, device: str, candidate_text: str = ""
         return Verdict(status=Status.load_error, evidence=evidence, phase=failure.phase,
                        error=f"the built extension does not load: undefined symbol {demangle(symbol.group(1))}")
     what = f"{failure.exc_type}: {one_line(message)}" if message.strip() else failure.exc_type
+    if FILE_TOO_LARGE in message:
+        what += " (a file it wrote, its log included, passed the file size limit, --max-file-size)"
     if failure.phase is Phase.load:
         return Verdict(status=Status.load_error, error=f"import failed: {what}", evidence=evidence, phase=failure.phase)
     if failure.phase is Phase.init:
@@ -119,7 +131,8 @@ def of_reply(reply: Reply, log: str, device: str, candidate_text: str) -> Verdic
 
 
 def of_stop(stop: WorkerStop) -> Verdict:
-    """No valid answer: past its deadline it is a timeout, otherwise the worker crashed."""
+    """No valid answer: past its deadline it is a timeout, otherwise the worker crashed (a
+    resource limit included: the reason says which)."""
     status = Status.timeout if stop.reason is StopReason.deadline else Status.crash
     return Verdict(status=status, error=stop.error, evidence=stop.evidence)
 

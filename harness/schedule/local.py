@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from ..builds.ahead import build_ahead
 from ..judge.candidate import judged_by_build
 from ..records import Candidate, Result, Subject
-from ..worker.parent import RUN_TOKEN_VAR, Placement, sweep_escaped
+from ..worker.parent import Placement, stop_run
 from .lane import Lane
 from .plan import ActiveSet, RunPlan, diagnosed
 
@@ -104,7 +104,7 @@ class Pipeline:
         self._stopping.set()
         if self._ready is not None:
             self._ready.stop()
-        sweep_escaped(self.plan.token, RUN_TOKEN_VAR)
+        stop_run(self.plan.token)
 
     def results(self) -> Iterator[Result]:
         """Every candidate's Result, diagnosed, as each is decided."""
@@ -179,11 +179,8 @@ class Pipeline:
 
     def _build_one(self, candidate: Candidate, placement: Placement) -> None:
         problem = self.plan.problems[candidate.problem_id]
-        self.active.enter(candidate.rel_path)
-        try:
-            outcome = build_ahead(candidate, problem, self.plan.config, self.plan.cache, placement)
-        finally:
-            self.active.leave(candidate.rel_path)
+        outcome = build_ahead(candidate, problem, self.plan.config, self.plan.cache, placement,
+                              lambda: self.active.running(candidate.rel_path))
         decided = judged_by_build(Subject.of(self.plan.run_id, candidate, problem), candidate, self.plan.config, outcome)
         if decided is not None:
             self._ready.expect_fewer()
@@ -198,10 +195,7 @@ class Pipeline:
         with Lane(plan.config, plan.run_id, plan.lane_placement(lane), plan.cache, self._reference_failures) as judge:
             while (item := self._ready.take(lane)) is not None:
                 candidate, outcome = item
-                self.active.enter(candidate.rel_path)
-                try:
-                    result = judge.judge(plan.problems[candidate.problem_id], candidate, outcome)
-                finally:
-                    self.active.leave(candidate.rel_path)
+                result = judge.judge(plan.problems[candidate.problem_id], candidate, outcome,
+                                     lambda: self.active.running(candidate.rel_path))
                 self._emit(result, candidate)
 

@@ -3,11 +3,12 @@ kind of worker goes (cores, GPU, environment), and the verdicts that need no wor
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Literal
 
 import torch
@@ -18,6 +19,7 @@ from ..judge import verdicts
 from ..judge.diagnose import diagnose
 from ..records import Candidate, EvalConfig, HostEnv, Observations, Problem, Result, Subject
 from ..worker.parent import RUN_TOKEN_VAR, Placement
+from ..worker.sandbox import SandboxPolicy
 
 MAX_LANE_CPUS = 4  # a lane's worker: the Python driving the GPU, plus input generation
 TRANSLATION_UNITS = 2  # a load_inline build compiles main.cpp and cuda.cu
@@ -63,8 +65,9 @@ def plan_resources(device: str, gpus: list[int] | None, jobs: int | None) -> Res
 
 
 class ActiveSet:
-    """Candidates whose code runs in some worker now. `drain` answers which ran at any time
-    since the last drain: the suspects when the results change on disk (see run.py)."""
+    """Candidates whose code runs in some worker now (a build worker, or an evaluating one; not
+    a cached build, not a queued candidate). `drain` answers which ran at any time since the last
+    drain: the suspects when the results change on disk without a sandbox (see run.py)."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -82,6 +85,14 @@ class ActiveSet:
             if not self._now[name]:
                 del self._now[name]
 
+    @contextlib.contextmanager
+    def running(self, name: str) -> Iterator[None]:
+        self.enter(name)
+        try:
+            yield
+        finally:
+            self.leave(name)
+
     def drain(self) -> set[str]:
         with self._lock:
             since, self._since = self._since, set(self._now)
@@ -92,30 +103,30 @@ class RunPlan:
     """One run's fixed facts, shared by its backend's threads or tasks."""
 
     def __init__(self, problems: list[Problem], config: EvalConfig, run_id: str, cache: BuildCache,
-                 resources: Resources, host: HostEnv):
+                 resources: Resources, host: HostEnv, sandbox: SandboxPolicy):
         self.problems = {p.id: p for p in problems}
         self.problem_order = [p.id for p in problems]
         self.config, self.run_id, self.cache, self.resources, self.host = config, run_id, cache, resources, host
-        self.token = secrets.token_hex(16)  # marks every worker of the run (see worker.parent.sweep_escaped)
+        self.sandbox = sandbox
+        self.token = secrets.token_hex(16)  # marks every launcher of the run (see worker.parent.stop_run)
 
     def base_env(self) -> dict[str, str]:
-        return (dict(self.host.passed) | self.cache.toolchain.env()
-                | {"TRITON_CACHE_DIR": str(self.cache.root / "triton"), RUN_TOKEN_VAR: self.token})
+        return dict(self.host.passed) | self.cache.toolchain.env() | {RUN_TOKEN_VAR: self.token}
 
     def build_placement(self, builds: int) -> Placement:
         env = self.base_env()
         if self.host.max_jobs is None:  # compile jobs per build: fill the pool, never more than a build has
             jobs = self.resources.jobs
             env["MAX_JOBS"] = str(min(TRANSLATION_UNITS, math.ceil(jobs / max(1, min(builds, jobs)))))
-        return Placement(env=env, cpus=self.resources.build_cpus)
+        return Placement(env=env, cpus=self.resources.build_cpus, sandbox=self.sandbox)
 
     def lane_placement(self, lane: int) -> Placement:
         env = self.base_env()
         if not self.resources.gpus:
-            return Placement(env=env)
+            return Placement(env=env, sandbox=self.sandbox)
         env["CUDA_VISIBLE_DEVICES"] = visible_gpu(self.resources.gpus[lane], self.host.cuda_visible_devices)
         cpus = self.resources.lane_cpus[lane] if self.resources.lane_cpus else None
-        return Placement(gpu=self.resources.gpus[lane], env=env, cpus=cpus)
+        return Placement(gpu=self.resources.gpus[lane], env=env, cpus=cpus, sandbox=self.sandbox)
 
     def split(self, candidates: Iterable[Candidate]) -> tuple[list[Result], list[Candidate]]:
         """The verdicts that need no worker (diagnosed), and the rest in problem order."""

@@ -20,7 +20,8 @@ from ..builds.ahead import build_ahead
 from ..builds.cache import BuildCache, BuildOutcome
 from ..judge.candidate import judged_by_build
 from ..records import Candidate, EvalConfig, Problem, Result, Subject
-from ..worker.parent import RUN_TOKEN_VAR, Placement, sweep_escaped
+from ..worker.parent import Placement, stop_run
+from ..worker.sandbox import SandboxPolicy
 from .lane import Lane
 from .plan import ActiveSet, RunPlan, diagnosed
 
@@ -36,9 +37,9 @@ def build_task(problem: Problem, candidate: Candidate, config: EvalConfig, cache
 
 @ray.remote
 def evaluate_task(problem: Problem, batch: list[tuple[Candidate, BuildOutcome | None]], config: EvalConfig,
-                  cache: BuildCache, run_id: str, env: dict[str, str]) -> list[Result]:
+                  cache: BuildCache, run_id: str, env: dict[str, str], sandbox: SandboxPolicy) -> list[Result]:
     # Ray has set CUDA_VISIBLE_DEVICES to this task's GPU: device 0 here, and in the workers.
-    placement = Placement(gpu=0 if config.device == "cuda" else None, env=env)
+    placement = Placement(gpu=0 if config.device == "cuda" else None, env=env, sandbox=sandbox)
     with Lane(config, run_id, placement, cache, {}) as lane:
         return [lane.judge(problem, candidate, outcome) for candidate, outcome in batch]
 
@@ -62,7 +63,7 @@ class RayPipeline:
     def stop(self) -> None:
         for ref in self._inflight:
             ray.cancel(ref, force=True)
-        sweep_escaped(self.plan.token, RUN_TOKEN_VAR)  # this node's workers; other nodes' die with their tasks
+        stop_run(self.plan.token)  # this node's workers; other nodes' die with their tasks
         if ray.is_initialized():
             ray.shutdown()
 
@@ -119,7 +120,7 @@ class RayPipeline:
                 batch, items[:] = items[:BATCH], items[BATCH:]
                 options = {"num_gpus": 1} if on_gpu else {"num_cpus": 1}
                 ref = evaluate_task.options(**options).remote(plan.problems[problem_id], batch, plan.config, plan.cache,
-                                                              plan.run_id, plan.base_env())
+                                                              plan.run_id, plan.base_env(), plan.sandbox)
                 evaluations[ref] = [candidate for candidate, _ in batch]
                 for candidate, _ in batch:
                     self.active.enter(candidate.rel_path)

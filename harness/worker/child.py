@@ -1,10 +1,11 @@
 """The sandboxed worker: the only place candidate code is ever imported.
 
-Run by the parent (parent.py) as `python -m harness.worker.child JOB_FILE FD` in its own session and process
-group, with a scrubbed environment, a private scratch directory as working directory, and
-stdout/stderr going to a log file. It loads one model (the reference or a candidate), replies
-on the channel FD, then serves commands: compute a trial's outputs (held on the device until
-the next command, so the parent can compare them in place), or time the forward call.
+Started by the parent (parent.py) through the launcher (launch.py), which confines it first: its
+own session, namespaces and Landlock domain, a scrubbed environment, a private scratch directory
+as working directory, and stdout/stderr going to a log only the parent can find. It loads one
+model (the reference or a candidate), replies on the channel FD, then serves commands: compute a
+trial's outputs (held on the device until the next command, so the parent can compare them in
+place), or time the forward call.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import ctypes
 import hashlib
 import os
 import random
-import sys
 import threading
 import traceback
 import types
@@ -33,7 +33,6 @@ PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.
 MAX_MESSAGE_CHARS = 64_000
 SAMPLED_TIMED_CALLS = 3
 MAX_KEPT_BYTES = 16 * 1024**3  # outputs can be 8.5 GB: keep fewer samples rather than run out of memory
-PR_SET_DUMPABLE = 4
 
 
 class NotPlainTensor(Exception):
@@ -317,24 +316,14 @@ def serve(conn: Connection, session: Session) -> None:
             return
 
 
-def not_dumpable() -> None:
-    """Keep other processes of this user (candidates) from reading this one's memory through
-    /proc/<pid>/mem or ptrace. Root can still; see docs/threat-model.md."""
-    try:
-        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
-def main(argv: list[str]) -> int:
-    job = WorkerJob.model_validate_json(Path(argv[0]).read_text())
-    conn = Connection(int(argv[1]))
+def main(job_path: str, fd: int) -> int:
+    """Called by launch.py once the worker is confined."""
+    job = WorkerJob.model_validate_json(Path(job_path).read_text())
+    conn = Connection(fd)
     pin_to_cpus(job.cpus)
     if job.role == "build":
         send_model(conn, build(job))
         return 0
-    if job.role == "reference":
-        not_dumpable()
     # The reference is computed in full fp32; candidates start from the same defaults.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -351,7 +340,3 @@ def main(argv: list[str]) -> int:
     send_model(conn, Reply(ok=True, params=params, alt_sizes=alt))
     serve(conn, session)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

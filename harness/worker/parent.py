@@ -1,60 +1,69 @@
-"""Parent side of a worker: start it isolated, talk to it under a deadline, kill it cleanly.
+"""Parent side of a worker: start it confined, talk to it under a deadline, kill it cleanly.
 
-Isolation per worker: its own session and process group (so nvcc/ninja children die with it),
-a scrubbed environment, a private scratch directory as working directory, its own
-torch-extensions build directory keyed by the candidate's code hash, and stdout/stderr to a
-log file that is kept as evidence but never parsed for results. Results come only through a
-socket the parent created (see protocol.py); the child side is child.py.
+Each worker gets a private scratch directory (its working directory, HOME and TMPDIR), a
+scrubbed environment, and the confinement sandbox.py decides, applied by its launcher before any
+candidate code is imported (launch.py). Its stdout and stderr go to an unlinked file that only
+this process holds, read back bounded and never parsed for results. Results come only through a
+socket this process made (protocol.py); the child side is child.py. A watchdog thread kills the
+worker's whole process tree when it passes a limit, and every exit path kills that tree.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import os
-import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 import torch
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field
 
+from . import processes
+from .launch import BOOTSTRAP
 from .protocol import REPLY, Command, Reply, TensorRef, WorkerJob, fits, open_tensor, send_model
+from .confine import CONFINE_FAILED
+from ..records import Limits, SandboxMode
+from .sandbox import PACKAGE_DIR, PRIVATE_BUILD_DIR, SandboxPolicy, confinement, default_limits
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent.parent)
-WORKER_TOKEN_VAR = "HARNESS_WORKER_TOKEN"
-RUN_TOKEN_VAR = "HARNESS_RUN_TOKEN"  # set by a run on all its workers (see schedule/resources.py)
+RUN_TOKEN_VAR = "HARNESS_RUN_TOKEN"  # set by a run on all its launchers (see schedule/plan.py)
 LOG_TAIL_BYTES = 16_384
 LOG_HEAD_BYTES = 1_048_576
 POLL_SLICE_S = 0.1
-TERM_GRACE_S = 3.0
+EXIT_GRACE_S = 3.0
+WATCH_INTERVAL_S = 0.5
 
 
 class Placement(BaseModel):
-    """Where a worker runs. `env` is all it sees of the caller's environment (the scrubbed
-    variables, CUDA_VISIBLE_DEVICES naming its one GPU, TORCH_CUDA_ARCH_LIST, MAX_JOBS and the
-    like). `gpu` is that GPU's index as this process numbers it, where its tensors are opened;
-    `cpus` are the cores it pins itself to."""
+    """Where and how a worker runs. `env` is all it sees of the caller's environment (the
+    scrubbed variables, CUDA_VISIBLE_DEVICES naming its one GPU, TORCH_CUDA_ARCH_LIST, MAX_JOBS
+    and the like). `gpu` is that GPU's index as this process numbers it, where its tensors are
+    opened; `cpus` are the cores it pins itself to; `sandbox` is the run's policy."""
 
     gpu: int | None = None
     cpus: list[int] | None = None
     env: dict[str, str] = {}
+    sandbox: SandboxPolicy = Field(default_factory=lambda: SandboxPolicy(mode=SandboxMode.off, limits=default_limits()))
 
 
 class StopReason(str, enum.Enum):
     deadline = "deadline"  # no answer in time: the worker was killed
     died = "died"  # the process ended (a signal, an exit) without answering
     broke_protocol = "broke_protocol"  # a malformed message, or one of the wrong kind
+    limit = "limit"  # the watchdog killed it: memory, processes or scratch space over the limit
 
 
 class WorkerStop(BaseModel):
-    """The worker gave no valid answer: a deadline passed, it died, or it broke the protocol."""
+    """The worker gave no valid answer: a deadline passed, it died, it broke the protocol, or it
+    passed a resource limit."""
 
     reason: StopReason
     error: str
@@ -67,40 +76,72 @@ class WorkerStopped(Exception):
         self.stop = stop
 
 
+class ConfinementFailed(Exception):
+    """A worker could not be confined as the run's sandbox policy says: a harness error, never a
+    candidate's verdict."""
+
+
 def worker_env(scratch: Path, extensions_dir: Path, placement: Placement) -> dict[str, str]:
     env = dict(placement.env)
-    env.update(
-        HOME=str(scratch), TMPDIR=str(scratch), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
-        TORCH_EXTENSIONS_DIR=str(extensions_dir),
-        PYTHONPATH=os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p),
-    )
+    env.pop("PYTHONPATH", None)  # the import path is the parent's, set by the launcher
+    env.update(HOME=str(scratch), TMPDIR=str(scratch), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
+               TORCH_EXTENSIONS_DIR=str(extensions_dir))
     return env
 
 
-def sweep_escaped(token: str, variable: str = WORKER_TOKEN_VAR) -> int:
-    """Kill processes that left the worker's process group (setsid, double fork) but still carry
-    its token in their environment, so no candidate's background load outlives its evaluation.
-    A process that also scrubbed its environment escapes this (docs/threat-model.md). With
-    RUN_TOKEN_VAR, it kills every worker of a run and what they started."""
-    marker = f"{variable}={token}".encode()
-    killed = 0
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if marker in (proc / "environ").read_bytes().split(b"\0"):
-                os.kill(int(proc.name), signal.SIGKILL)
-                killed += 1
-        except (OSError, ValueError):
-            continue
-    return killed
-
-
 def describe_exit(returncode: int) -> str:
+    if returncode == -signal.SIGXFSZ:
+        return "killed by SIGXFSZ: a file it wrote (its log included) passed the file size limit"
     if returncode < 0:
         try:
             return f"killed by {signal.Signals(-returncode).name}"
         except ValueError:
             return f"killed by signal {-returncode}"
     return f"exited with code {returncode}"
+
+
+def stop_run(token: str) -> None:
+    """Kill every worker of a run, and everything each one started (an interrupted run)."""
+    for launcher in processes.find_with_environment(f"{RUN_TOKEN_VAR}={token}".encode()):
+        processes.kill_tree(launcher)
+
+
+class Watchdog:
+    """Polls a worker's process tree and scratch space; past a limit it kills the tree (through
+    `kill`, which knows whether the tree is still there) and says why."""
+
+    def __init__(self, root: int, watched_dirs: list[Path], limits: Limits, kill):
+        self.root, self.watched_dirs, self.limits, self._kill = root, watched_dirs, limits, kill
+        self.violation: str | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+
+    def _watch(self) -> None:
+        while not self._done.wait(WATCH_INTERVAL_S):
+            violation = self._check()
+            if violation:
+                self.violation = violation
+                self._kill()
+                return
+
+    def _check(self) -> str | None:
+        tree = [self.root, *processes.descendants(self.root)]
+        limits = self.limits
+        if len(tree) > limits.processes:
+            return f"ran {len(tree)} processes, over the limit of {limits.processes}; killed"
+        memory = processes.resident_bytes(tree)
+        if memory > limits.host_memory:
+            return (f"held {memory / 2**30:.2f} GiB of host memory, over the {limits.host_memory / 2**30:.2f} GiB "
+                    "limit (--max-host-memory); killed")
+        for directory in self.watched_dirs:
+            used = processes.directory_bytes(directory, limits.scratch)
+            if used > limits.scratch:
+                return f"wrote over {limits.scratch / 2**30:.2f} GiB to its scratch space (--max-scratch); killed"
+        return None
 
 
 class Worker:
@@ -111,31 +152,46 @@ class Worker:
         self.timeout_s = timeout_s
         self.gpu = placement.gpu
         self.scratch = Path(tempfile.mkdtemp(prefix=f"harness-{job.role}-"))
-        self.log_path = self.scratch / "worker.log"
-        self.token = secrets.token_hex(16)  # marks every process this worker starts, see sweep_escaped
-        if problem_source:
-            problem_path = self.scratch / "problem.py"
-            problem_path.write_text(problem_source)
-            job = job.model_copy(update={"problem_path": str(problem_path)})
-        if placement.cpus:
-            job = job.model_copy(update={"cpus": placement.cpus})
-        if code is not None:
-            candidate_path = self.scratch / "candidate.py"
-            candidate_path.write_text(code)
-            job = job.model_copy(update={"candidate_path": str(candidate_path)})
-        job_path = self.scratch / "job.json"
-        job_path.write_text(job.model_dump_json())
         extensions_dir.mkdir(parents=True, exist_ok=True)
+        self.confinement = confinement(placement.sandbox, self.scratch, extensions_dir, build=job.role == "build",
+                                       sees_gpu=job.device == "cuda" and job.role != "build", env=placement.env,
+                                       dumpable=job.role != "reference")
+        if self.confinement.binds:  # its own copy of the key dir, seen at the key dir's path
+            shutil.copytree(extensions_dir, self.scratch / PRIVATE_BUILD_DIR, symlinks=True)
+        job_path = self._write_job(job, code, problem_source, placement)
+        spec_path = self.scratch / "launch.json"
+        spec_path.write_text(json.dumps({"job_path": str(job_path), "confinement": self.confinement.model_dump(mode="json")}))
+        self.log = tempfile.TemporaryFile()  # unlinked: the worker cannot swap it for a FIFO or a link
         parent_sock, child_sock = socket.socketpair()
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "harness.worker.child", str(job_path), str(child_sock.fileno())],
-                pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=self.scratch, env=worker_env(self.scratch, extensions_dir, placement) | {WORKER_TOKEN_VAR: self.token},
-                start_new_session=True,
-            )
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec_path), str(child_sock.fileno())],
+            pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+            cwd=self.scratch, env=worker_env(self.scratch, extensions_dir, placement), start_new_session=True,
+        )
         child_sock.close()
         self.conn = Connection(parent_sock.detach())
+        self._reaping = threading.Lock()  # the launcher's pid stays ours until kill() reaps it
+        watched = [self.scratch] + ([extensions_dir] if job.role == "build" else [])
+        self.watchdog = Watchdog(self.process.pid, watched, placement.sandbox.limits, self._kill_tree) \
+            if placement.sandbox.mode is not SandboxMode.off else None
+
+    def _write_job(self, job: WorkerJob, code: str | None, problem_source: str, placement: Placement) -> Path:
+        """The worker's own copies of the problem and the code (a candidate that rewrites the
+        files it came from changes nothing for this run), and its job."""
+        update: dict = {"cpus": placement.cpus} if placement.cpus else {}
+        if problem_source:
+            (self.scratch / "problem.py").write_text(problem_source)
+            update["problem_path"] = str(self.scratch / "problem.py")
+        if code is not None:
+            (self.scratch / "candidate.py").write_text(code)
+            update["candidate_path"] = str(self.scratch / "candidate.py")
+        job_path = self.scratch / "job.json"
+        job_path.write_text(job.model_copy(update=update).model_dump_json())
+        return job_path
+
+    @property
+    def protections(self) -> list[str]:
+        return self.confinement.protections()
 
     def __enter__(self) -> Worker:
         return self
@@ -143,25 +199,52 @@ class Worker:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
+    def _read_log(self, offset: int, limit: int) -> str:
+        try:
+            return os.pread(self.log.fileno(), limit, offset).decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+
     def log_head(self, limit: int = LOG_HEAD_BYTES) -> str:
         """The start of the log: where a build prints its first errors."""
-        try:
-            with open(self.log_path, "rb") as log:
-                return log.read(limit).decode("utf-8", "replace")
-        except OSError:
-            return ""
+        return self._read_log(0, limit)
 
     def log_tail(self, limit: int = LOG_TAIL_BYTES) -> str:
         try:
-            with open(self.log_path, "rb") as log:
-                log.seek(max(0, log.seek(0, os.SEEK_END) - limit))
-                return log.read().decode("utf-8", "replace")
-        except OSError:
+            size = os.fstat(self.log.fileno()).st_size
+        except (OSError, ValueError):
             return ""
+        return self._read_log(max(0, size - limit), limit)
 
     def _stopped(self, reason: StopReason, error: str) -> WorkerStopped:
         self.kill()
         return WorkerStopped(WorkerStop(reason=reason, error=error, evidence=self.log_tail(2000).splitlines()[-10:]))
+
+    def _exit_status(self) -> int | None:
+        """The launcher's exit status once it has ended, without reaping it: until kill() does,
+        its pid cannot be reused, so killing what is left of its tree never hits a stranger."""
+        if self.process.returncode is not None:
+            return self.process.returncode
+        info = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+        if info is None:
+            return None
+        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+    def _wait_exit(self, timeout_s: float) -> int | None:
+        deadline = time.monotonic() + timeout_s
+        while (status := self._exit_status()) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return status
+
+    def _died(self, phase: str) -> WorkerStopped:
+        code = self._exit_status()
+        if code == CONFINE_FAILED:
+            self.kill()
+            raise ConfinementFailed(f"a {phase} worker could not be confined: {self.log_tail(400).strip()}")
+        if self.watchdog is not None and self.watchdog.violation:
+            return self._stopped(StopReason.limit, f"worker {self.watchdog.violation} (during {phase})")
+        how = describe_exit(code) if code is not None else "closed its channel"
+        return self._stopped(StopReason.died, f"worker {how} during {phase}")
 
     def _wait_readable(self, phase: str, timeout_s: float | None = None) -> None:
         timeout_s = timeout_s or self.timeout_s
@@ -169,8 +252,8 @@ class Worker:
         # Slices rather than one long poll: a dead worker whose children still hold the socket
         # would otherwise look alive until the deadline.
         while not self.conn.poll(POLL_SLICE_S):
-            if self.process.poll() is not None and not self.conn.poll(0):
-                raise self._stopped(StopReason.died, f"worker {describe_exit(self.process.returncode)} during {phase}")
+            if self._exit_status() is not None and not self.conn.poll(0):
+                raise self._died(phase)
             if time.monotonic() > deadline:
                 raise self._stopped(StopReason.deadline, f"no answer within {timeout_s:g} s during {phase}; killed")
 
@@ -179,28 +262,26 @@ class Worker:
         try:
             return self.conn.recv_bytes()
         except (EOFError, OSError):
-            try:
-                code = self.process.wait(timeout=TERM_GRACE_S)  # it is exiting; learn how
-            except subprocess.TimeoutExpired:
-                code = None
-            how = describe_exit(code) if code is not None else "closed its channel"
-            raise self._stopped(StopReason.died, f"worker {how} during {phase}") from None
+            self._wait_exit(EXIT_GRACE_S)  # it is exiting; learn how
+            raise self._died(phase) from None
 
     def reply(self, phase: str, timeout_s: float | None = None) -> Reply:
         raw = self._recv(phase, timeout_s)
         try:
             return REPLY.validate_json(raw)
-        except ValidationError:
+        except ValueError:
             raise self._stopped(StopReason.broke_protocol, f"worker sent a malformed message during {phase}") from None
 
     def request(self, command: Command, phase: str) -> Reply:
         try:
             send_model(self.conn, command)
         except OSError:
-            raise self._stopped(StopReason.died, f"worker {describe_exit(self.process.wait())} before {phase}") from None
+            self._wait_exit(EXIT_GRACE_S)
+            raise self._died(f"before {phase}") from None
         reply = self.reply(phase)
         if not fits(command, reply):
-            raise self._stopped(StopReason.broke_protocol, f"worker answered {command.op} with the wrong kind of message during {phase}")
+            raise self._stopped(StopReason.broke_protocol,
+                                f"worker answered {command.op} with the wrong kind of message during {phase}")
         return reply
 
     def open_outputs(self, refs: list[TensorRef], phase: str) -> list[torch.Tensor]:
@@ -214,34 +295,32 @@ class Worker:
             try:
                 tensors.append(open_tensor(self.conn, ref))
             except (EOFError, OSError, ValueError, RuntimeError) as exc:
-                raise self._stopped(StopReason.broke_protocol, f"worker sent an unreadable output during {phase}: {exc}") from None
+                raise self._stopped(StopReason.broke_protocol,
+                                    f"worker sent an unreadable output during {phase}: {exc}") from None
         return tensors
 
-    def kill(self) -> None:
-        """TERM the whole process group, then KILL what is left."""
-        if self.process.poll() is None:
-            self._signal_group(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=TERM_GRACE_S)
-            except subprocess.TimeoutExpired:
-                pass
-        self._signal_group(signal.SIGKILL)  # stragglers in the group (nvcc, ninja) even if the leader left
-        self.process.wait()
-        sweep_escaped(self.token)
+    def _kill_tree(self) -> None:
+        with self._reaping:
+            if self.process.returncode is None:
+                processes.kill_tree(self.process.pid)
 
-    def _signal_group(self, sig: signal.Signals) -> None:
-        try:
-            os.killpg(self.process.pid, sig)
-        except ProcessLookupError:
-            pass
+    def kill(self) -> None:
+        """Kill the worker's whole process tree (the launcher last, so no orphan escapes it), then reap it."""
+        if self.watchdog is not None:
+            self.watchdog.stop()
+        with self._reaping:
+            if self.process.returncode is None:
+                processes.kill_tree(self.process.pid)
+                self.process.wait()
 
     def close(self) -> None:
-        if self.process.poll() is None:
+        if self._exit_status() is None:
             try:
                 send_model(self.conn, Command(op="exit"))
-                self.process.wait(timeout=TERM_GRACE_S)
-            except (OSError, subprocess.TimeoutExpired):
+            except OSError:
                 pass
+            self._wait_exit(EXIT_GRACE_S)
         self.kill()
         self.conn.close()
+        self.log.close()
         shutil.rmtree(self.scratch, ignore_errors=True)

@@ -83,31 +83,33 @@ def write_candidate(root, name, body):
     path.write_text(textwrap.dedent(body))
 
 
-def test_timeout_kills_the_whole_process_group(tmp_path):
-    pid_file = tmp_path / "child.pid"
+def test_timeout_kills_the_whole_process_tree(tmp_path):
+    marker = f"{300 + os.getpid() % 1000}.{time.time_ns() % 10**6}"  # a sleep length no other process has
     write_candidate(tmp_path / "c", "spawns.py", f"""
         import subprocess, time
         import torch.nn as nn
-        child = subprocess.Popen(["sleep", "300"])
-        open({str(pid_file)!r}, "w").write(str(child.pid))
+        child = subprocess.Popen(["sleep", "{marker}"])
         class ModelNew(nn.Module):
             def forward(self, x):
                 time.sleep(300)
         """)
     _, _, results = run_eval(tmp_path, tmp_path / "c", "--timeout", "5")
     assert results["tiny_relu/spawns.py"]["status"] == "timeout"
-    pid = int(pid_file.read_text())
     time.sleep(0.5)
-    assert not process_running(pid)
+    assert running_with_argument(marker) == []
 
 
-def process_running(pid):
-    """Alive and not a zombie (a killed orphan may wait for a reaper that never comes)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+def running_with_argument(argument: str) -> list[int]:
+    """Live processes (not zombies) with this exact command-line argument."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if argument.encode() in (proc / "cmdline").read_bytes().split(b"\0") and \
+                    (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_candidates_see_no_caller_secrets_and_work_in_a_scratch_dir(tmp_path, monkeypatch):

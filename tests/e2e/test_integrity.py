@@ -89,8 +89,9 @@ def write(root, problem, name, body):
 
 
 def test_side_effects_change_nothing_recorded(tmp_path):
-    """Rewriting the problem file, writing to the results database, and leaving an escaped
-    process behind: none of it changes another candidate's verdict, and the writer is caught."""
+    """Without a sandbox (--sandbox off): rewriting the problem file, writing to the results
+    database, and leaving an escaped process behind change no other candidate's verdict, and the
+    writer is caught. (Under the sandbox none of these writes is possible: test_sandbox.py.)"""
     import shutil
     import sqlite3
     import time as clock
@@ -131,7 +132,7 @@ def test_side_effects_change_nothing_recorded(tmp_path):
                 return (x + x.abs()) * 0.5
         """)
     assert main(["eval", str(cands), "--problems", str(problems), "--out", str(tmp_path / "out"), "--device", "cpu",
-                 "--trials", "5", "--db", str(db), "--build-dir", str(tmp_path / "build")]) == 0
+                 "--trials", "5", "--db", str(db), "--build-dir", str(tmp_path / "build"), "--sandbox", "off"]) == 0
     with sqlite3.connect(db) as conn:
         status = dict(conn.execute("SELECT candidate, status FROM results"))
     assert status["tiny_relu/a_rewrites_problem.py"] == "mismatch"  # the reference it was judged by is the original

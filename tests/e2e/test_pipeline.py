@@ -11,9 +11,10 @@ from harness.builds.cache import BuildCache, toolchain
 from harness.cli import main
 from harness.inputs.candidates import discover_candidates
 from harness.inputs.problems import discover_problems
-from harness.records import EvalConfig, HostEnv, Status
+from harness.records import EvalConfig, HostEnv, SandboxMode, Status
 from harness.schedule.local import Pipeline
 from harness.schedule.plan import RunPlan, plan_resources
+from harness.worker.sandbox import decide_policy, default_limits
 from tests.support import DATA, EXPECTED, eval_args
 
 
@@ -26,7 +27,8 @@ def test_cpu_run_times_nothing_while_a_build_runs(tmp_path):
     resources = plan_resources("cpu", None, None)
     builds_done_when_judged = {}
     host = HostEnv.from_environ(os.environ, str(tmp_path))
-    plan = RunPlan(problems, config, "run", BuildCache(tmp_path, toolchain("cpu", [], host)), resources, host)
+    sandbox = decide_policy(SandboxMode.auto, default_limits())
+    plan = RunPlan(problems, config, "run", BuildCache(tmp_path, toolchain("cpu", [], host)), resources, host, sandbox)
     with Pipeline(plan, candidates) as pipeline:
         for result in pipeline.results():
             builds_done_when_judged[result.candidate] = (pipeline.builds_done, result.status)

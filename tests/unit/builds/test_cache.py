@@ -5,7 +5,9 @@ import sys
 import threading
 import time
 
-from harness.builds.cache import BuildCache, Toolchain, key_lock
+import json
+
+from harness.builds.cache import BuildCache, BuildOutcome, BuildStatus, Toolchain, key_lock
 
 
 TOOLCHAIN = Toolchain(torch="2.13.0", cuda="13.0", arch_list="9.0", python="cpython-311-linux", flags={})
@@ -71,3 +73,22 @@ def test_key_dirs_differ_by_code(tmp_path):
     cache = BuildCache(tmp_path, TOOLCHAIN)
     assert cache.key_dir("a" * 64) != cache.key_dir("b" * 64)
     assert cache.key_dir("a" * 64).parent == tmp_path.resolve()
+
+
+def test_outcomes_are_read_back_only_when_this_cache_signed_them(tmp_path):
+    cache = BuildCache(tmp_path / "root", TOOLCHAIN)
+    key_dir = cache.key_dir("a" * 64)
+    key_dir.mkdir()
+    assert cache.read_outcome(key_dir) is None
+    cache.write_outcome(key_dir, BuildOutcome(key=key_dir.name, status=BuildStatus.built, seconds=3.0))
+    assert cache.read_outcome(key_dir).status is BuildStatus.built
+    assert BuildCache(tmp_path / "root", TOOLCHAIN).read_outcome(key_dir).seconds == 3.0  # the key is the root's
+
+    stored = json.loads((key_dir / "outcome.json").read_text())
+    forged = BuildOutcome(key=key_dir.name, status=BuildStatus.failed).model_dump_json()
+    (key_dir / "outcome.json").write_text(json.dumps({"outcome": forged, "mac": stored["mac"]}))
+    assert cache.read_outcome(key_dir) is None  # altered: built again
+    elsewhere = BuildCache(tmp_path / "other", TOOLCHAIN)  # another root's key signs differently
+    elsewhere.write_outcome(key_dir, BuildOutcome(key=key_dir.name, status=BuildStatus.failed))
+    assert cache.read_outcome(key_dir) is None
+    assert (tmp_path / "root" / ".harness-key").stat().st_mode & 0o777 == 0o600

@@ -1,0 +1,193 @@
+"""The kernel's confinement, through ctypes and nothing else: Landlock, namespaces, resource limits.
+
+Imported by a worker's launcher before anything else (no torch, no candidate code yet), so it
+must stay light: the standard library only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+SYS_LANDLOCK_CREATE_RULESET = 444  # the same number on every architecture
+SYS_LANDLOCK_ADD_RULE = 445
+SYS_LANDLOCK_RESTRICT_SELF = 446
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+
+# Filesystem rights, and the ABI that introduced each.
+FS_EXECUTE = 1 << 0
+FS_WRITE_FILE = 1 << 1
+FS_READ_FILE = 1 << 2
+FS_READ_DIR = 1 << 3
+FS_REMOVE_DIR = 1 << 4
+FS_REMOVE_FILE = 1 << 5
+FS_MAKE_CHAR = 1 << 6
+FS_MAKE_DIR = 1 << 7
+FS_MAKE_REG = 1 << 8
+FS_MAKE_SOCK = 1 << 9
+FS_MAKE_FIFO = 1 << 10
+FS_MAKE_BLOCK = 1 << 11
+FS_MAKE_SYM = 1 << 12
+FS_REFER = 1 << 13  # ABI 2
+FS_TRUNCATE = 1 << 14  # ABI 3
+FS_IOCTL_DEV = 1 << 15  # ABI 5
+NET_BIND_TCP = 1 << 0  # ABI 4
+NET_CONNECT_TCP = 1 << 1
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1
+
+FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV  # the rights a file rule may carry
+READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+DEVICE = FS_READ_FILE | FS_WRITE_FILE | FS_READ_DIR | FS_TRUNCATE | FS_IOCTL_DEV  # use device nodes, create nothing
+OWN_PROC = FS_READ_FILE | FS_WRITE_FILE | FS_READ_DIR | FS_TRUNCATE  # /proc/<pid> of the worker itself
+
+CONFINE_FAILED = 97  # a launcher's exit code when a protection it was asked for could not be applied
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+CLONE_NEWIPC = 0x08000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+
+
+class ConfineError(OSError):
+    """A protection that was asked for could not be applied."""
+
+
+def _fail(what: str) -> ConfineError:
+    code = ctypes.get_errno()
+    return ConfineError(code, f"{what}: {os.strerror(code)}")
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version this kernel offers; 0 when it has none (or it is disabled)."""
+    version = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    return max(0, int(version))
+
+
+def handled_fs(abi: int) -> int:
+    rights = (1 << 13) - 1
+    for needed, right in ((2, FS_REFER), (3, FS_TRUNCATE), (5, FS_IOCTL_DEV)):
+        if abi >= needed:
+            rights |= right
+    return rights
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock(abi: int, rules: list[tuple[str, int]]) -> None:
+    """Restrict this thread and every process it starts later: only the (path, rights) rules are
+    allowed on the filesystem; from ABI 4 no TCP bind or connect; from ABI 6 no signals or
+    abstract unix sockets to anything outside this domain. Paths that do not exist are skipped."""
+    handled = handled_fs(abi)
+    attr = _RulesetAttr(handled_access_fs=handled,
+                        handled_access_net=NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
+                        scoped=SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8  # older kernels refuse fields they do not know
+    ruleset = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
+    if ruleset < 0:
+        raise _fail("landlock_create_ruleset")
+    try:
+        for path, rights in rules:
+            _add_rule(int(ruleset), path, rights & handled)
+        if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise _fail("prctl(PR_SET_NO_NEW_PRIVS)")
+        if _libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, int(ruleset), 0) != 0:
+            raise _fail("landlock_restrict_self")
+    finally:
+        os.close(int(ruleset))
+
+
+def _add_rule(ruleset: int, path: str, rights: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        if not os.path.isdir(path):
+            rights &= FILE_RIGHTS
+        rule = _PathBeneath(allowed_access=rights, parent_fd=fd)
+        if _libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+            raise _fail(f"landlock_add_rule({path})")
+    finally:
+        os.close(fd)
+
+
+def enter_namespaces(pid: bool) -> None:
+    """A user namespace (mapping this user to itself) with its own mounts, network and IPC, and
+    with `pid` its own PID space too, which holds this process's next child as its PID 1."""
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | (CLONE_NEWPID if pid else 0)
+    if _libc.unshare(flags) != 0:
+        raise _fail("unshare")
+    with open("/proc/self/setgroups", "w") as setgroups:
+        setgroups.write("deny")
+    with open("/proc/self/uid_map", "w") as uid_map:
+        uid_map.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as gid_map:
+        gid_map.write(f"{gid} {gid} 1")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    encode = lambda value: value.encode() if value is not None else None  # noqa: E731
+    if _libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)) != 0:
+        raise _fail(f"mount {target}")
+
+
+def private_mounts(binds: list[tuple[str, str]], shm_bytes: int, proc: bool) -> None:
+    """In a fresh mount namespace: each (source, target) bind mount, seen by no one else; with
+    `proc` (as PID 1 of a fresh PID namespace), a /proc that shows this namespace's processes
+    only and a private /dev/shm."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    if proc:
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        if os.path.isdir("/dev/shm"):
+            _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={shm_bytes}")
+    for source, target in binds:
+        _mount(source, target, None, MS_BIND | MS_REC)
+
+
+def die_with_parent() -> None:
+    if _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0) != 0:
+        raise _fail("prctl(PR_SET_PDEATHSIG)")
+
+
+def reap_orphans() -> None:
+    """Adopt every orphaned descendant (a double fork), so the whole subtree stays below us."""
+    if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise _fail("prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def not_dumpable() -> None:
+    """Other processes of this user may not read this one's memory or environment through /proc
+    or ptrace."""
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def set_limits(limits: dict[str, int]) -> None:
+    """Resource limits by name (RLIMIT_FSIZE ...), soft and hard alike, never above the current hard limit."""
+    for name, value in limits.items():
+        which = getattr(resource, name)
+        _, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))

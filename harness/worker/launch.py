@@ -1,0 +1,98 @@
+"""A worker's first moments: confine, then become the worker.
+
+The parent starts `python -I -c BOOTSTRAP PACKAGE SPEC FD` (parent.py). Isolated mode reads no
+PYTHONPATH, no user site and not the current directory; the bootstrap loads this package from
+the directory the parent runs it from, and `main` here sets the import path to the parent's own
+(read-only under Landlock, so no worker can plant a module or a sitecustomize for another).
+Until the worker's own code takes over, only the standard library is used.
+
+Two processes: this launcher, which applies resource limits, enters the namespaces and adopts
+every orphan of the worker (a subreaper, so a double fork stays in the tree the parent kills),
+and its child, the worker, which mounts its private /proc and build dir, applies Landlock, and
+runs child.py. The worker dies with the launcher (PDEATHSIG); in a PID namespace every process
+the worker started dies with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+from . import confine, processes
+
+BOOTSTRAP = """
+import importlib.util, sys
+package = sys.argv[1]
+spec = importlib.util.spec_from_file_location("harness", package + "/__init__.py", submodule_search_locations=[package])
+module = importlib.util.module_from_spec(spec)
+sys.modules["harness"] = module
+spec.loader.exec_module(module)
+from harness.worker.launch import main
+sys.exit(main(sys.argv[2], int(sys.argv[3])))
+"""
+
+
+def main(spec_path: str, fd: int) -> int:
+    with open(spec_path) as spec_file:
+        spec = json.load(spec_file)
+    rules = spec["confinement"]
+    sys.path[:] = rules["python_path"]
+    try:
+        confine.set_limits(rules["rlimits"])
+        if rules["namespaces"]:
+            confine.enter_namespaces(pid=rules["pid_namespace"])
+        confine.reap_orphans()
+    except OSError as exc:
+        return _refused(exc)
+    worker = os.fork()
+    if worker == 0:
+        os._exit(_become_worker(rules, spec.get("job_path"), fd))
+    if fd >= 0:
+        os.close(fd)
+    return _wait_for(worker)
+
+
+def _refused(exc: OSError) -> int:
+    print(f"harness: the worker could not be confined: {exc}", file=sys.stderr, flush=True)
+    return confine.CONFINE_FAILED
+
+
+def _become_worker(rules: dict, job_path: str | None, fd: int) -> int:
+    """Confine this process; then run the worker (no job: a probe of the confinement, done)."""
+    try:
+        confine.die_with_parent()
+        if rules["namespaces"]:
+            confine.private_mounts(rules["binds"], rules["shm_bytes"], proc=rules["pid_namespace"])
+        if rules["landlock_abi"]:
+            confine.landlock(rules["landlock_abi"], _landlock_rules(rules))
+        if not rules["dumpable"]:
+            confine.not_dumpable()
+    except OSError as exc:
+        return _refused(exc)
+    if job_path is None:
+        return 0
+    from .child import main as worker_main  # torch, pydantic and, later, the candidate: all confined
+
+    return worker_main(job_path, fd)
+
+
+def _landlock_rules(rules: dict) -> list[tuple[str, int]]:
+    full = confine.handled_fs(rules["landlock_abi"])
+    return ([(path, confine.READ) for path in rules["read"]] + [(path, confine.DEVICE) for path in rules["device"]]
+            + [(path, full) for path in rules["write"]] + [("/proc/self", confine.OWN_PROC)])
+
+
+def _wait_for(worker: int) -> int:
+    """Reap every child (the worker, and orphans it left to us) until the worker is gone; then
+    kill whatever it left behind and exit as it did."""
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == worker:
+            break
+    processes.kill_descendants(os.getpid())
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    return os.waitstatus_to_exitcode(status)

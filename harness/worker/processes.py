@@ -1,0 +1,105 @@
+"""A worker's process tree, seen from the parent through /proc: who is in it, how much memory
+it holds, and how to stop all of it at once (a fork bomb included)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+KILL_ROUNDS = 20  # freeze passes: a process that forks while being frozen is caught by the next one
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as listed:
+                found += [int(child) for child in listed.read().split()]
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below `root` (not `root` itself), breadth first."""
+    found, frontier = [], [root]
+    while frontier:
+        below = [child for pid in frontier for child in children(pid)]
+        found += below
+        frontier = below
+    return found
+
+
+def _signal(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_descendants(root: int) -> None:
+    """Kill everything below `root`: freeze the tree (a stopped process cannot fork) until no new
+    process appears, then kill it all."""
+    frozen: set[int] = set()
+    for _ in range(KILL_ROUNDS):
+        found = [pid for pid in descendants(root) if pid not in frozen]
+        if not found:
+            break
+        _signal(found, signal.SIGSTOP)
+        frozen.update(found)
+    _signal(sorted(frozen), signal.SIGKILL)
+
+
+def kill_tree(root: int) -> None:
+    """Kill `root` and everything below it; `root` (a launcher, the subreaper of its tree) goes
+    last, so no orphan leaves the tree before it is killed."""
+    kill_descendants(root)
+    _signal([root], signal.SIGKILL)
+
+
+def resident_bytes(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as statm:
+                total += int(statm.read().split()[1]) * PAGE_BYTES
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def directory_bytes(path: Path, stop_at: int) -> int:
+    """Disk used below `path` (allocated blocks, links not followed), counted only as far as
+    `stop_at`: a tree of a million files is not walked to its end."""
+    total, stack = 0, [str(path)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += info.st_blocks * 512 + 1  # an empty file still costs an inode
+                    if total > stop_at:
+                        return total
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
+    return total
+
+
+def find_with_environment(marker: bytes) -> list[int]:
+    """Processes whose environment holds `marker` (NAME=value): a run's launchers."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker in (proc / "environ").read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return found

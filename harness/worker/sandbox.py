@@ -1,0 +1,179 @@
+"""What confines a worker, decided by the parent: the run's sandbox policy (what this kernel
+offers, checked once at the start of a run), and each worker's Confinement (the concrete rules
+its launcher applies before any candidate code is imported; see launch.py and confine.py).
+
+Every worker, build, reference and candidate alike, gets:
+- Landlock: reads only where a Python program, a compiler and CUDA need to (the system
+  directories, the interpreter and its import path, the toolchains); writes only to its own
+  scratch dir (working dir, HOME, TMPDIR, Triton's cache) and, for a build worker, its own key
+  dir of the build cache; no TCP bind or connect; no signals or abstract unix sockets outside
+  its own domain; device nodes usable but nothing created under /dev.
+- namespaces (where user namespaces work): its own user, mount, network and IPC namespaces, and,
+  for workers that see no GPU, a PID namespace with its own /proc (CUDA's IPC handles do not
+  cross PID namespaces). An evaluating worker sees its key dir as a private copy, bind-mounted
+  over the original, so nothing it writes there reaches the cache.
+- resource limits (file size, open files, no core dumps; processes, inside a user namespace) and
+  the parent's watchdog (host memory, process count, scratch size).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from ..records import Limits, SandboxMode, SandboxReport
+from . import confine
+
+PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the harness package the parent runs
+SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/sys", "/proc", "/nix")
+MIN_STRICT_ABI = 6  # filesystem, TCP and scoping of signals and abstract sockets
+SHM_BYTES = 1 << 30  # a private /dev/shm (PID-namespaced workers)
+PRIVATE_BUILD_DIR = "build"  # in an evaluating worker's scratch: its copy of its key dir
+
+
+def default_limits() -> Limits:
+    """Half of this machine's memory per worker: a runaway worker is stopped before the
+    machine's OOM killer picks a victim."""
+    return Limits(host_memory=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2)
+
+
+class SandboxPolicy(BaseModel):
+    """What a run applies to its workers: decided once, from the mode and what the kernel offers."""
+
+    mode: SandboxMode
+    landlock_abi: int = 0
+    namespaces: bool = False
+    limits: Limits
+
+    def report(self) -> SandboxReport:
+        active, missing = [], []
+
+        def has(name: str, present: bool, why: str) -> None:
+            (active if present else missing).append(name if present else f"{name}: {why}")
+
+        off = self.mode is SandboxMode.off
+        no_landlock = "--sandbox off" if off else "this kernel has no Landlock"
+        has("landlock_filesystem", self.landlock_abi >= 1, no_landlock)
+        has("landlock_network", self.landlock_abi >= 4, "--sandbox off" if off else f"Landlock ABI {self.landlock_abi} < 4")
+        has("landlock_scoped_signals", self.landlock_abi >= 6,
+            "--sandbox off" if off else f"Landlock ABI {self.landlock_abi} < 6: a worker could signal the harness")
+        no_userns = "--sandbox off" if off else "user namespaces are not available"
+        for name in ("user_namespace", "network_namespace", "private_build_dir", "pid_namespace_without_gpu"):
+            has(name, self.namespaces, no_userns)
+        has("signed_build_outcomes", self.landlock_abi >= 1, "without Landlock a worker can read the signing key")
+        for name in ("resource_limits", "watchdog", "non_dumpable_parent"):
+            has(name, not off, "--sandbox off")
+        active += ["isolated_imports", "process_tree_kill"]
+        return SandboxReport(mode=self.mode, active=active, missing=missing)
+
+
+class SandboxUnavailable(Exception):
+    """--sandbox strict on a kernel that lacks what it needs."""
+
+
+def works(rules: Confinement) -> bool:
+    """Whether a launcher can apply these rules here: a real launcher, asked only to confine itself."""
+    from .launch import BOOTSTRAP
+
+    with tempfile.TemporaryDirectory(prefix="harness-probe-") as scratch:
+        spec = Path(scratch) / "launch.json"
+        spec.write_text(json.dumps({"confinement": rules.model_dump(mode="json")}))
+        done = subprocess.run([sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec), "-1"], cwd=scratch,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=60)
+    return done.returncode == 0
+
+
+def decide_policy(mode: SandboxMode, limits: Limits) -> SandboxPolicy:
+    """Look at this kernel once: its Landlock ABI, and whether user namespaces work here (a PID
+    namespace with its own /proc, for workers that see no GPU, included)."""
+    if mode is SandboxMode.off:
+        return SandboxPolicy(mode=mode, limits=limits)
+    abi = confine.landlock_abi()
+    namespaces = works(Confinement(namespaces=True, pid_namespace=True, python_path=python_path()))
+    if mode is SandboxMode.strict and (abi < MIN_STRICT_ABI or not namespaces):
+        lacking = [what for what, ok in ((f"Landlock ABI {MIN_STRICT_ABI} or newer (this kernel: {abi or 'none'})",
+                                          abi >= MIN_STRICT_ABI), ("user namespaces", namespaces)) if not ok]
+        raise SandboxUnavailable(f"--sandbox strict needs {' and '.join(lacking)}; use --sandbox auto to run with "
+                                 "what this kernel offers")
+    return SandboxPolicy(mode=mode, landlock_abi=abi, namespaces=namespaces, limits=limits)
+
+
+class Confinement(BaseModel):
+    """The rules one worker's launcher applies (a plain-JSON record: the launcher reads it before
+    its import path is set up)."""
+
+    landlock_abi: int = 0  # 0: no Landlock
+    namespaces: bool = False
+    pid_namespace: bool = False
+    read: list[str] = []
+    write: list[str] = []
+    device: list[str] = []  # usable device nodes (read, write, ioctl), nothing created
+    binds: list[tuple[str, str]] = []  # (source, target) bind mounts: a private copy of the key dir
+    rlimits: dict[str, int] = {}
+    python_path: list[str] = []  # the parent's import path: the worker imports what the parent imports
+    dumpable: bool = True
+    shm_bytes: int = SHM_BYTES
+
+    def protections(self) -> list[str]:
+        """What this worker actually had, by name (recorded with its result)."""
+        names = []
+        if self.landlock_abi:
+            names.append("landlock_filesystem")
+            names += ["landlock_network"] if self.landlock_abi >= 4 else []
+            names += ["landlock_scoped_signals"] if self.landlock_abi >= 6 else []
+        if self.namespaces:
+            names += ["user_namespace", "network_namespace"] + (["private_build_dir"] if self.binds else [])
+        names += ["pid_namespace"] if self.pid_namespace else []
+        names += ["resource_limits"] if self.rlimits else []
+        return names
+
+
+def _existing(paths) -> list[str]:
+    seen = []
+    for path in paths:
+        if path and os.path.isabs(path) and os.path.exists(path) and path not in seen:
+            seen.append(path)
+    return seen
+
+
+def readable_paths(env: dict[str, str]) -> list[str]:
+    """Where a worker may read: the system, this interpreter and its import path, the harness,
+    and the toolchains its environment names. Not HOME, not /tmp, not the results."""
+    toolchains = [p for name in ("PATH", "LD_LIBRARY_PATH") for p in env.get(name, "").split(os.pathsep)]
+    toolchains += [env.get("CUDA_HOME", ""), env.get("CUDA_PATH", "")]
+    return _existing([*SYSTEM_READ, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path, PACKAGE_DIR, *toolchains])
+
+
+def python_path() -> list[str]:
+    """The parent's import path, absolute: a worker started in isolated mode (no PYTHONPATH, no
+    user site, no current directory) gets exactly these, read-only under Landlock."""
+    return _existing(os.path.abspath(p) for p in sys.path if p)
+
+
+def confinement(policy: SandboxPolicy, scratch: Path, key_dir: Path, *, build: bool, sees_gpu: bool,
+                env: dict[str, str], dumpable: bool) -> Confinement:
+    """The rules for one worker. A build worker writes its key dir; an evaluating worker gets a
+    private copy of it at the same path (with namespaces), or the key dir itself (without)."""
+    limits = policy.limits
+    if policy.mode is SandboxMode.off:
+        return Confinement(python_path=python_path(), dumpable=dumpable)
+    rlimits = {"RLIMIT_FSIZE": limits.file_size, "RLIMIT_NOFILE": limits.open_files, "RLIMIT_CORE": 0}
+    if policy.namespaces:
+        rlimits["RLIMIT_NPROC"] = limits.processes * 8  # threads count too; the watchdog counts processes
+    private = policy.namespaces and not build  # at the key dir's path, after the bind mount: the copy
+    write = [str(scratch), str(key_dir)]
+    if sees_gpu:
+        write.append("/dev/shm")  # torch's CUDA IPC reference counts live there, shared with the parent
+    return Confinement(
+        landlock_abi=policy.landlock_abi, namespaces=policy.namespaces,
+        pid_namespace=policy.namespaces and not sees_gpu, read=readable_paths(env), write=write,
+        device=["/dev"], binds=[(str(scratch / PRIVATE_BUILD_DIR), str(key_dir))] if private else [],
+        rlimits=rlimits, python_path=python_path(), dumpable=dumpable,
+    )

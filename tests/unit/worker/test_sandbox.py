@@ -1,0 +1,156 @@
+"""Confinement, piece by piece: the rules each kind of worker gets, the run's policy and what it
+reports, and the kernel mechanisms themselves (Landlock, namespaces, the process tree)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.records import Limits, SandboxMode
+from harness.worker import confine, processes
+from harness.worker.parent import Watchdog
+from harness.worker.sandbox import (PACKAGE_DIR, Confinement, SandboxPolicy, SandboxUnavailable, confinement,
+                                    decide_policy, python_path, readable_paths, works)
+
+LIMITS = Limits(host_memory=1 << 30)
+FULL = SandboxPolicy(mode=SandboxMode.auto, landlock_abi=7, namespaces=True, limits=LIMITS)
+needs_landlock = pytest.mark.skipif(not confine.landlock_abi(), reason="needs a kernel with Landlock")
+
+
+def rules(tmp_path, **kind):
+    return confinement(FULL, tmp_path / "scratch", tmp_path / "key", env={"PATH": "/usr/bin"}, dumpable=True, **kind)
+
+
+def test_a_build_worker_writes_its_key_dir_and_sees_no_gpu(tmp_path):
+    build = rules(tmp_path, build=True, sees_gpu=False)
+    assert set(build.write) == {str(tmp_path / "scratch"), str(tmp_path / "key")}
+    assert build.binds == [] and build.pid_namespace
+    assert "RLIMIT_FSIZE" in build.rlimits and build.rlimits["RLIMIT_CORE"] == 0
+
+
+def test_an_evaluating_worker_writes_a_private_copy_of_its_key_dir(tmp_path):
+    evaluation = rules(tmp_path, build=False, sees_gpu=False)
+    assert evaluation.binds == [(str(tmp_path / "scratch" / "build"), str(tmp_path / "key"))]
+    assert "private_build_dir" in evaluation.protections()
+
+
+def test_a_worker_that_sees_a_gpu_keeps_the_host_pid_namespace_and_shm(tmp_path):
+    """CUDA's IPC handles do not cross PID namespaces; torch keeps their reference counts in /dev/shm."""
+    gpu = rules(tmp_path, build=False, sees_gpu=True)
+    assert not gpu.pid_namespace and gpu.namespaces and "/dev/shm" in gpu.write
+
+
+def test_reads_cover_python_and_the_harness_but_not_home_or_tmp(tmp_path):
+    readable = readable_paths({"PATH": "/usr/bin"})
+    assert PACKAGE_DIR in readable and sys.base_prefix in readable
+    assert str(Path.home()) not in readable and "/tmp" not in readable
+    assert "" not in python_path() and all(os.path.isabs(p) for p in python_path())
+
+
+def test_off_confines_nothing_but_keeps_the_parents_import_path(tmp_path):
+    off = confinement(SandboxPolicy(mode=SandboxMode.off, limits=LIMITS), tmp_path, tmp_path / "key", build=False,
+                      sees_gpu=False, env={}, dumpable=True)
+    assert off.landlock_abi == 0 and not off.namespaces and off.rlimits == {} and off.python_path
+
+
+def test_the_policy_reports_what_is_missing_and_why():
+    report = SandboxPolicy(mode=SandboxMode.auto, landlock_abi=3, namespaces=False, limits=LIMITS).report()
+    assert "landlock_filesystem" in report.active and report.confines_files
+    assert any(m.startswith("landlock_scoped_signals: Landlock ABI 3 < 6") for m in report.missing)
+    assert any(m.startswith("user_namespace: user namespaces are not available") for m in report.missing)
+    assert not SandboxPolicy(mode=SandboxMode.off, limits=LIMITS).report().confines_files
+
+
+def test_strict_refuses_a_kernel_without_what_it_needs(monkeypatch):
+    monkeypatch.setattr(confine, "landlock_abi", lambda: 4)
+    with pytest.raises(SandboxUnavailable, match="Landlock ABI 6 or newer"):
+        decide_policy(SandboxMode.strict, LIMITS)
+    assert decide_policy(SandboxMode.auto, LIMITS).landlock_abi == 4
+
+
+def run_confined(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """A child that loads confine.py by path and runs `script` with it (nothing of the harness)."""
+    loader = textwrap.dedent(f"""
+        import importlib.util, sys
+        spec = importlib.util.spec_from_file_location("confine", {str(Path(confine.__file__))!r})
+        confine = importlib.util.module_from_spec(spec); spec.loader.exec_module(confine)
+    """)
+    return subprocess.run([sys.executable, "-I", "-c", loader + textwrap.dedent(script)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+
+
+@needs_landlock
+def test_landlock_allows_writes_only_where_told(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "theirs").write_text("untouched")
+    done = run_confined(f"""
+        confine.landlock(confine.landlock_abi(), [({str(tmp_path / 'mine')!r}, confine.handled_fs(confine.landlock_abi()))]
+                         + [(p, confine.READ) for p in ("/usr", "/lib", "/lib64", "/etc", sys.base_prefix)])
+        open({str(tmp_path / 'mine' / 'ok')!r}, "w").write("x")
+        try:
+            open({str(tmp_path / 'theirs')!r}, "w").write("owned")
+        except PermissionError:
+            print("denied")
+    """, tmp_path)
+    assert done.stdout.strip() == "denied", done.stderr
+    assert (tmp_path / "mine" / "ok").exists() and (tmp_path / "theirs").read_text() == "untouched"
+
+
+@pytest.mark.skipif(not works(Confinement(namespaces=True, pid_namespace=True, python_path=python_path())),
+                    reason="needs user namespaces")
+def test_a_pid_namespace_hides_every_other_process(tmp_path):
+    done = run_confined("""
+        import os
+        confine.enter_namespaces(pid=True)
+        if os.fork() == 0:
+            confine.private_mounts([], 1 << 20, proc=True)
+            print(os.getpid(), sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), flush=True)
+            os._exit(0)
+        os.wait()
+    """, tmp_path)
+    assert done.stdout.strip() == "1 [1]", done.stderr
+
+
+def test_the_process_tree_is_killed_whole_a_double_fork_included(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import os, time, ctypes
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # a subreaper, as the launcher is
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                open({str(pid_file)!r}, "w").write(str(os.getpid())); time.sleep(300)
+            os._exit(0)
+        time.sleep(300)
+    """)])
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    grandchild = int(pid_file.read_text())
+    assert grandchild in processes.descendants(parent.pid)  # adopted by the subreaper, still in the tree
+    processes.kill_tree(parent.pid)
+    parent.wait(timeout=10)
+    time.sleep(0.2)
+    assert not Path(f"/proc/{grandchild}").exists() or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split(")")[1][:3]
+
+
+def test_the_watchdog_kills_a_tree_that_passes_its_process_limit(tmp_path):
+    spawner = subprocess.Popen([sys.executable, "-c", "import subprocess, time\n"
+                                "kids = [subprocess.Popen(['sleep', '60']) for _ in range(12)]\ntime.sleep(60)"])
+    killed = []
+    watchdog = Watchdog(spawner.pid, [tmp_path], Limits(host_memory=1 << 34, processes=5),
+                        lambda: (killed.append(True), processes.kill_tree(spawner.pid)))
+    spawner.wait(timeout=30)
+    watchdog.stop()
+    assert killed and "processes, over the limit of 5" in watchdog.violation
+
+
+def test_scratch_use_is_counted_only_as_far_as_needed(tmp_path):
+    for index in range(5):
+        (tmp_path / f"f{index}").write_bytes(b"x" * 100_000)
+    assert processes.directory_bytes(tmp_path, 10 << 20) >= 500_000
+    assert processes.directory_bytes(tmp_path, 150_000) < 500_000  # stopped early
