@@ -1,21 +1,26 @@
-"""End-to-end speed of `harness eval`: cold vs warm build cache, 1 vs N GPUs, the harness's own
-overhead, and KernelBench's flow on the same candidates.
+"""End-to-end speed of `harness eval`: cold vs warm build cache, 1 vs N GPUs, warm workers vs
+not, adaptive vs fixed timing, the harness's own overhead per candidate, and KernelBench's flow
+on the same candidates.
 
     python bench/scale.py [CANDIDATES] --out bench.json [--problems problems] [--kernelbench-flow]
-                          [--kernelbench PATH] [--runs cold1,warm1,warmN]
+                          [--kernelbench PATH] [--runs cold1,warm1,again1,cold1_nowarm,fixed1,warmN]
 
-Runs (each a real `python -m harness eval`, in order, sharing one fresh build cache):
-  cold1   empty build cache, GPU 0 only
-  warm1   the same again: every build from the cache
-  warmN   warm, all visible GPUs (same verdicts as warm1 is checked)
-  coldN   empty cache (a second one), all visible GPUs
+Runs (each a real `python -m harness eval`, in order; the warm ones share one build cache):
+  cold1         empty build cache, GPU 0 only (on CPU: the whole machine), adaptive timing
+  warm1         the same again: every build from the cache
+  again1        warm1 once more: the same kernels' medians, run to run
+  cold1_nowarm  empty cache, no workers booted ahead (--warm-workers 0)
+  fixed1        warm, 100 fixed timed calls (KernelBench's count): medians against adaptive's
+  warmN         warm, all visible GPUs (same verdicts as warm1 is checked)
+  coldN         empty cache, all visible GPUs
 Then, with --kernelbench-flow, bench/kernelbench_flow.py on the same candidates and GPU.
 
-The harness's overhead is the wall time beyond an ideal schedule of the unavoidable work:
-each build as long as it took (at most --jobs at once, in submission order), and each model's
-device time (its timed calls and its checking calls, from its measured median) one after
-another on a GPU as soon as its build is done. What is left is process starts, CUDA context
-set-up, input generation, comparisons, profiling and the store.
+The harness's overhead is the wall time beyond an ideal schedule of the unavoidable work: each
+build as long as it took (at most --jobs at once, in submission order), and each model's device
+time (its timed calls, its correctness trials, the reference's calls for the timed outputs the
+harness verified) one after another on a GPU as soon as its build is done. Per candidate, the
+overhead is its evaluation's wall time (`elapsed_s`) less that device time: process start,
+sandbox, CUDA context, inputs, comparisons, profiling.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import argparse
 import heapq
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,7 +37,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CHECK_CALLS = 3 + 3 + 1 + 1  # warm-up, sampled timed outputs re-run by the reference, profile, other shapes
+WARMUP, PROFILED, SHAPES, RECALIBRATION = 3, 2, 1, 3  # calls beyond the timed ones (EvalConfig, judge/timer.py)
+VERIFY_EARLY, VERIFY_LATE, EARLY_CALLS = 0.5, 0.2, 20  # the expected share of timed calls the reference repeats
 
 
 def harness_run(candidates: Path, problems: Path, build: Path, scratch: Path, name: str, extra: list[str]) -> dict:
@@ -46,12 +53,49 @@ def harness_run(candidates: Path, problems: Path, build: Path, scratch: Path, na
 
 
 def device_seconds(result: dict, correctness_trials: int) -> float:
-    """The candidate's and its reference's device time for what the harness asks of them."""
+    """The candidate's and its reference's device time for what the harness asked of them."""
+    timing, reference = result.get("timing"), result.get("reference_timing")
     total = 0.0
-    for timing in (result.get("timing"), result.get("reference_timing")):
-        if timing:
-            total += sum(timing["samples_ms"]) / 1000 + timing["median_ms"] * (correctness_trials + CHECK_CALLS) / 1000
+    if timing:
+        n = timing["n"]
+        total += sum(timing["samples_ms"]) / 1000 + timing["median_ms"] * (correctness_trials + WARMUP + PROFILED + SHAPES) / 1000
+        if reference:
+            verified = VERIFY_EARLY * min(n, EARLY_CALLS) + VERIFY_LATE * max(0, n - EARLY_CALLS)
+            total += reference["median_ms"] * (correctness_trials + RECALIBRATION + verified + SHAPES) / 1000
+    elif reference and result.get("trials_passed"):
+        total += reference["median_ms"] * result["trials_passed"] * 2 / 1000
     return total
+
+
+def quantiles(values: list[float]) -> dict:
+    if not values:
+        return {"n": 0}
+    ordered = sorted(values)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return {"n": len(ordered), "p50": round(statistics.median(ordered), 3), "p90": round(pick(0.9), 3),
+            "max": round(ordered[-1], 3)}
+
+
+def overhead_per_candidate(results: list[dict], correctness_trials: int) -> dict:
+    """The distribution of each evaluation's wall time beyond its device time, for candidates that
+    reached timing and for those that failed before it."""
+    timed, failed = [], []
+    for r in results:
+        (timed if r.get("timing") else failed).append(r["elapsed_s"] - device_seconds(r, correctness_trials))
+    return {"reached_timing": quantiles(timed), "failed_before_timing": quantiles(failed)}
+
+
+def median_agreement(a: dict, b: dict) -> dict:
+    """Per candidate timed in both summarized runs: the ratio of medians, and whether their 95%
+    intervals overlap. Also `python bench/scale.py --compare A.json:run B.json:run`."""
+    rows = {}
+    for name, (x, x_low, x_high, x_n) in a["medians_ms"].items():
+        if name in b["medians_ms"]:
+            y, y_low, y_high, y_n = b["medians_ms"][name]
+            rows[name] = {"ratio": round(y / x, 4), "n": [x_n, y_n], "intervals_overlap": x_low <= y_high and y_low <= x_high}
+    changes = [abs(row["ratio"] - 1) for row in rows.values()]
+    return {"candidates": rows, "median_abs_change_pct": round(100 * statistics.median(changes), 2) if changes else None,
+            "within_1pct": sum(d <= 0.01 for d in changes), "overlapping": sum(row["intervals_overlap"] for row in rows.values())}
 
 
 def ideal_wall_s(results: list[dict], jobs: int, gpus: int, correctness_trials: int) -> float:
@@ -87,7 +131,13 @@ def summarize(run: dict, jobs: int, gpus: int, correctness_trials: int) -> dict:
         "ideal_wall_s": round(ideal, 3), "overhead_s": round(overhead, 3),
         "overhead_pct": round(100 * overhead / run["wall_s"], 1) if run["wall_s"] else None,
         "overhead_per_candidate_s": round(overhead / len(results), 3) if results else None,
+        "candidate_overhead_s": overhead_per_candidate(results, correctness_trials),
+        "timed_calls": quantiles([r["timing"]["n"] for r in results if r.get("timing")]),
+        "stopped": {why: sum(1 for r in results if (r.get("timing") or {}).get("stopped") == why)
+                    for why in ("converged", "time_budget", "max_trials", "fixed")},
         "verdicts": {r["candidate"]: r["status"] for r in run["results"]},
+        "medians_ms": {r["candidate"]: [r["timing"]["median_ms"], r["timing"]["ci_low_ms"], r["timing"]["ci_high_ms"],
+                                        r["timing"]["n"]] for r in results if r.get("timing")},
         "per_candidate": {r["candidate"]: {"build_s": r.get("build_s"), "build_cached": r.get("build_cached"),
                                            "elapsed_s": r.get("elapsed_s"), "device_s": round(device_seconds(r, correctness_trials), 3),
                                            "gpu": r.get("gpu")} for r in results},
@@ -96,6 +146,12 @@ def summarize(run: dict, jobs: int, gpus: int, correctness_trials: int) -> dict:
         "timed_call_overhead_ms": {r["candidate"]: round(r["wall_ms_per_call"] - r["timing"]["median_ms"], 4)
                                    for r in results if r.get("wall_ms_per_call") and r.get("timing")},
     }
+
+
+def load_run(spec: str) -> dict:
+    """FILE:RUN: one summarized run from an earlier --out file."""
+    path, run = spec.rsplit(":", 1)
+    return json.loads(Path(path).read_text())["runs"][run]
 
 
 def coarse(status: str) -> str:
@@ -110,10 +166,15 @@ def main() -> int:
     parser.add_argument("candidates", type=Path, nargs="?", default=REPO / "candidates")
     parser.add_argument("--problems", type=Path, default=REPO / "problems")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--runs", default="cold1,warm1,warmN")
+    parser.add_argument("--runs", default="cold1,warm1,again1,cold1_nowarm,fixed1,warmN")
     parser.add_argument("--kernelbench-flow", action="store_true")
     parser.add_argument("--kernelbench", default=None, help="a KernelBench checkout for --kernelbench-flow")
+    parser.add_argument("--compare", nargs=2, metavar="FILE:RUN", help="compare two runs' medians from earlier --out files")
     args = parser.parse_args()
+    if args.compare:
+        args.out.write_text(json.dumps(median_agreement(*map(load_run, args.compare)), indent=2))
+        print(args.out.read_text())
+        return 0
 
     import torch
 
@@ -124,12 +185,14 @@ def main() -> int:
     report: dict = {"gpus": gpus, "device": torch.cuda.get_device_name(0) if gpus else "cpu", "runs": {}}
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
         scratch = Path(tmp)
-        builds = {"cold1": scratch / "cache", "warm1": scratch / "cache", "warmN": scratch / "cache",
-                  "coldN": scratch / "cacheN"}
+        builds = {name: scratch / ("cache" if name.startswith(("warm", "again", "fixed")) or name == "cold1"
+                                   else f"cache_{name}") for name in args.runs.split(",")}
         for name in args.runs.split(","):
-            extra = ["--gpus", "0"] if name.endswith("1") and gpus else []
+            extra = ["--gpus", "0"] if "1" in name and gpus else []
+            extra += ["--warm-workers", "0"] if name.endswith("nowarm") else []
+            extra += ["--trials", "100"] if name.startswith("fixed") else []
             run = harness_run(args.candidates, args.problems, builds[name], scratch, name, extra)
-            report["runs"][name] = summarize(run, jobs, 1 if name.endswith("1") else max(1, gpus), 5)
+            report["runs"][name] = summarize(run, jobs, 1 if "1" in name else max(1, gpus), 5)
             print(f"{name}: {report['runs'][name]['wall_s']:.1f} s", file=sys.stderr)
             args.out.write_text(json.dumps(report, indent=2))  # a run cut short keeps what it measured
         if args.kernelbench_flow:
@@ -147,6 +210,12 @@ def main() -> int:
         report["warm_over_cold"] = round(runs["warm1"]["wall_s"] / runs["cold1"]["wall_s"], 3)
     if "warm1" in runs and "warmN" in runs:
         report["same_verdicts_1_vs_N"] = runs["warm1"]["verdicts"] == runs["warmN"]["verdicts"]
+    for label, (a, b) in {"run_to_run": ("warm1", "again1"), "fixed_vs_adaptive": ("warm1", "fixed1"),
+                          "warm_workers_vs_not": ("cold1", "cold1_nowarm")}.items():
+        if a in runs and b in runs:
+            report[label] = median_agreement(runs[a], runs[b])
+    if "cold1" in runs and "cold1_nowarm" in runs:
+        report["nowarm_over_warm_cold1"] = round(runs["cold1_nowarm"]["wall_s"] / runs["cold1"]["wall_s"], 3)
     if "kernelbench_flow" in report and "cold1" in runs:
         flow = report["kernelbench_flow"]
         report["kernelbench_over_harness_cold1"] = round(flow["wall_s"] / runs["cold1"]["wall_s"], 2)

@@ -15,7 +15,6 @@ from .judge.reference import ReferenceFailed, ReferenceRunner
 from .records import EvalConfig, HostEnv, Problem
 from .worker.parent import Placement
 from .worker.sandbox import SandboxPolicy
-from .worker.protocol import Command
 
 CHECK_SEEDS = (11, 12, 13)
 
@@ -55,7 +54,10 @@ def check_problem(problem: Problem, config: EvalConfig, cache: BuildCache, place
     runner = ReferenceRunner(problem, config, cache.key_dir(problem.source_hash), placement, shrink=shrink)
     try:
         runner.load()
-        outputs = [[t.clone() for t in runner.outputs(Command(op="trial", seed=seed))[0]] for seed in CHECK_SEEDS]
+        outputs = []
+        for seed in CHECK_SEEDS:
+            with runner.expected(seed) as (expected, _):
+                outputs.append([t.clone() for t in expected])
     except ReferenceFailed as failed:
         return ProblemCheck(problem=problem.id, flags=["reference_failed"], notes=[], error=str(failed))
     finally:

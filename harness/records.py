@@ -52,6 +52,7 @@ class Flag(str, enum.Enum):
     inconsistent_when_timed = "inconsistent_when_timed"
     faster_than_hardware = "faster_than_hardware"
     tampered_results = "tampered_results"
+    inconsistent_when_profiled = "inconsistent_when_profiled"
     # annotations
     init_differs = "init_differs"
     threads_left_running = "threads_left_running"
@@ -132,7 +133,10 @@ class EvalConfig(BaseModel):
     baseline: Baseline = "eager"
     correctness_trials: int = Field(5, ge=1)
     warmup: int = Field(3, ge=0)
-    trials: int = Field(100, ge=1)
+    trials: int | None = Field(None, ge=1)  # timed calls per model; None: adaptive (--trials auto)
+    min_trials: int = Field(5, ge=1)
+    max_trials: int = Field(200, ge=1)
+    time_budget_s: float = Field(2.0, gt=0)  # adaptive timing stops once a model's timing took this long
     timeout_s: float = Field(300.0, gt=0)  # each run phase: a trial, the timing
     build_timeout_s: float = Field(900.0, gt=0)  # import, which includes compiling
     seed: int = 42
@@ -220,6 +224,9 @@ class TimingStats(BaseModel):
     n: int
     samples_ms: list[float]
     clock: Literal["cuda_event", "perf_counter"]
+    ci_low_ms: float | None = None  # the median's 95% confidence interval (order statistics)
+    ci_high_ms: float | None = None
+    stopped: str | None = None  # why timing stopped: converged, time_budget, max_trials, fixed
 
 
 class CheckResult(BaseModel):

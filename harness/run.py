@@ -173,7 +173,7 @@ def open_pipeline(problems: list[Problem], candidates: list[Candidate], config: 
                   setup: RunSetup):
     """The backend that runs this evaluation: this machine, or a Ray cluster."""
     scale = setup.scale
-    resources = plan_resources(config.device, scale.gpus, scale.jobs)
+    resources = plan_resources(config.device, scale.gpus, scale.jobs, scale.warm_workers)
     cache = BuildCache(setup.build_root, toolchain(config.device, resources.gpus, setup.host))
     plan = RunPlan(problems, config, run_id, cache, resources, setup.host, setup.sandbox)
     if scale.backend == "ray":

@@ -4,8 +4,10 @@ compiles there) into its key dir of the build cache, or the cache answers at onc
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import ContextManager
 
 from ..records import Candidate, EvalConfig, Problem
@@ -16,7 +18,8 @@ from .compiler_log import is_build_failure
 
 
 def build_ahead(candidate: Candidate, problem: Problem, config: EvalConfig, cache: BuildCache, placement: Placement,
-                running: Callable[[], ContextManager] = contextlib.nullcontext) -> BuildOutcome:
+                running: Callable[[], ContextManager] = contextlib.nullcontext,
+                clock: Callable[[], float] = time.monotonic) -> BuildOutcome:
     """Build one candidate in a build worker that sees no GPU, or answer from the cache. The
     worker, and so the candidate's code, runs inside `running()`; a cached answer runs nothing."""
     key_dir = cache.key_dir(candidate.code_hash)
@@ -25,20 +28,22 @@ def build_ahead(candidate: Candidate, problem: Problem, config: EvalConfig, cach
         if cached is not None:
             return cached.model_copy(update={"cached": True, "seconds": 0.0})
         with running():
-            outcome = _run_build_worker(candidate, problem, config, cache, placement)
+            outcome = _run_build_worker(candidate, problem, config, cache, placement, clock)
         if outcome.decided:
             cache.write_outcome(key_dir, outcome)
         return outcome
 
 
 def _run_build_worker(candidate: Candidate, problem: Problem, config: EvalConfig, cache: BuildCache,
-                      placement: Placement) -> BuildOutcome:
+                      placement: Placement, clock: Callable[[], float]) -> BuildOutcome:
     key_dir = cache.key_dir(candidate.code_hash)
-    job = WorkerJob(role="build", problem_path=problem.path, device=config.device, precision=config.precision,
-                    init_seed=config.seed, warmup=0, trials=1)
+    job = WorkerJob(role="build", problem_path="", device=config.device, precision=config.precision,
+                    init_seed=config.seed)
     hidden = placement.model_copy(update={"env": placement.env | {"CUDA_VISIBLE_DEVICES": ""}})
     began = time.monotonic()
-    with Worker(job, candidate.code, key_dir, config.build_timeout_s, problem.source, hidden) as worker:
+    with Worker(hidden, role="build", device=config.device, timeout_s=config.build_timeout_s, key_dir=key_dir,
+                clock=clock) as worker:
+        worker.start(job, candidate.code, problem.source, key_dir)  # what an earlier build kept: ninja's to reuse
         try:
             reply = worker.reply("build", config.build_timeout_s)
         except WorkerStopped as stopped:
@@ -47,11 +52,25 @@ def _run_build_worker(candidate: Candidate, problem: Problem, config: EvalConfig
             return BuildOutcome(key=key_dir.name, status=status, seconds=time.monotonic() - began,
                                 error=stopped.stop.error, protections=worker.protections)
         seconds = time.monotonic() - began
+        kept = _keep_extensions(worker, key_dir)
         if reply.ok:
             return BuildOutcome(key=key_dir.name, status=BuildStatus.built, seconds=seconds,
                                 protections=worker.protections)
         if reply.failure and is_build_failure(reply.failure.exc_type, reply.failure.message):
-            return BuildOutcome(key=key_dir.name, status=BuildStatus.failed, seconds=seconds, failure=reply.failure,
-                                log_head=worker.log_head(), protections=worker.protections)
+            seen, now = kept  # paths as the compiler printed them, to where the sources are kept
+            failure = reply.failure.model_copy(update={"message": reply.failure.message.replace(seen, now),
+                                                       "traceback": [t.replace(seen, now) for t in reply.failure.traceback]})
+            return BuildOutcome(key=key_dir.name, status=BuildStatus.failed, seconds=seconds, failure=failure,
+                                log_head=worker.log_head().replace(seen, now), protections=worker.protections)
         return BuildOutcome(key=key_dir.name, status=BuildStatus.deferred, seconds=seconds,
                             protections=worker.protections)
+
+
+def _keep_extensions(worker: Worker, key_dir: Path) -> tuple[str, str]:
+    """Copy what a build worker compiled in its own scratch dir into the cache (no worker writes
+    the cache itself), and say how paths in its log map there: (as the worker saw them, now)."""
+    if worker.extensions == key_dir:  # without namespaces it built in the key dir itself
+        return str(key_dir), str(key_dir)
+    if worker.extensions.is_dir():
+        shutil.copytree(worker.extensions, key_dir, symlinks=True, dirs_exist_ok=True)
+    return worker.confinement.extensions_dir, str(key_dir)

@@ -62,7 +62,9 @@ def parse_compiler_output(log: str) -> list[CompilerDiagnostic]:
         if key not in seen:
             seen.add(key)
             found.append(diagnostic)
-    rank = lambda d: 0 if d.in_candidate else 1 if d.file else 2  # noqa: E731
+    # cuda.cu and main.cpp compile in parallel, so the log's order between them is chance: the
+    # kernel source first, then the binding, each in its compiler's order.
+    rank = lambda d: (0, d.file != "cuda.cu") if d.in_candidate else (1 if d.file else 2, False)  # noqa: E731
     return sorted(found, key=rank)  # stable: log order within each rank
 
 

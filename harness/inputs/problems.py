@@ -112,3 +112,11 @@ def shrink_input_sizes(module: types.ModuleType, factor: int = 16, floor: int = 
         new_sizes[name] = max(min(value, floor), value // factor)
         setattr(module, name, new_sizes[name])
     return new_sizes
+
+
+def alternative_sizes(module: types.ModuleType, device: str) -> list[dict[str, int]]:
+    """Other values for the input-only size constants a candidate is checked at: about half, and
+    odd (a kernel correct only at the benchmark's shape, or that assumes a multiple of its block
+    size, fails there)."""
+    smaller = {name: getattr(module, name) // 2 + 1 for name in input_size_names(module) if getattr(module, name) > 2}
+    return [smaller] if smaller else []

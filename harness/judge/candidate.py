@@ -1,14 +1,17 @@
 """Evaluate one candidate against its problem's reference.
 
-Per problem, one reference worker (trusted code, still isolated) computes expected outputs and
-reference timings; per candidate, one candidate worker. They never compute at the same time:
-for each trial the reference runs first, then the candidate, and the parent compares the two
-outputs in place. Nothing that decides correctness is computed in the candidate's process.
+Per problem, one reference worker (trusted code, still confined) computes expected outputs and
+reference timings; per candidate, one candidate worker. They never compute at the same time: for
+each trial the reference computes first, then the candidate, and the parent compares the two
+outputs in place. Nothing that decides correctness is computed in the candidate's process; its
+timing is held against the parent's clock, and checked on calls the parent picks afterwards.
 Each step observes; judge/verdicts.py says what the observation means.
 """
 
 from __future__ import annotations
 
+import random
+import statistics
 import time
 from pathlib import Path
 
@@ -18,19 +21,12 @@ from ..worker.parent import Placement, Worker, WorkerStopped
 from ..worker.protocol import Command, ParamDigest, Reply
 from . import verdicts
 from .compare import compare_outputs
-from .integrity import fallback_evidence, mutated_inputs
-from .reference import ReferenceRunner, timed_request, worker_job
+from .integrity import fallback_evidence, mutated_inputs, profiled_too_slow
+from .reference import Quiet, ReferenceRunner, no_quiet, worker_job
+from .timer import Timed, Timer, TimingPlan, timing_stats, vouched_median
 
 LOG_TAIL_CHARS = 4000
 TRIAL_SEED_OFFSET = 1000  # trial inputs use seeds apart from the init seed
-WALL_SLACK_MS = 0.05  # per call: jitter between the parent's clock and a worker's
-WALL_FIXED_MS = 50.0  # per timing command: message round trips and one-time lazy initialisation
-
-
-def wall_floor_ms(wall_ms_per_call: float, trials: int, overhead_ms: float) -> float:
-    """Least time per call the parent's clock allows a worker to claim: the wall time per call,
-    less a fixed allowance per command, the harness's per-call overhead and some slack."""
-    return wall_ms_per_call - WALL_FIXED_MS / trials - 1.5 * overhead_ms - WALL_SLACK_MS
 
 
 def init_differs(reference: list[ParamDigest], candidate: list[ParamDigest]) -> bool:
@@ -63,9 +59,11 @@ class CandidateRun:
 
     def __init__(self, problem: Problem, candidate: Candidate, config: EvalConfig, key_dir: Path,
                  reference: ReferenceRunner, run_id: str, placement: Placement = Placement(),
-                 build: BuildOutcome | None = None):
+                 build: BuildOutcome | None = None, worker: Worker | None = None, quiet: Quiet = no_quiet):
+        """`worker`: one booted ahead (a lane's spare), or None to boot one."""
         self.problem, self.candidate, self.config, self.reference = problem, candidate, config, reference
-        self.key_dir, self.placement = key_dir, placement
+        self.key_dir, self.placement, self.worker, self.quiet = key_dir, placement, worker, quiet
+        self.rng = random.SystemRandom()  # the seeds, and which calls are checked and profiled: never predictable
         self.subject = Subject.of(run_id, candidate, problem)
         self.observed = Observations(reference_timing=reference.timing, gpu=placement.gpu,
                                      build_s=round(build.seconds, 3) if build else None,
@@ -94,11 +92,13 @@ class CandidateRun:
         return verdicts.result(self.subject, verdicts.reference_died(reason), self.observed)
 
     def _start(self) -> tuple[Worker, Reply | WorkerStopped]:
-        """Start the worker and wait for its import (which compiles, or finds the build up to
-        date) under the key's lock, so no other run builds in that dir meanwhile."""
+        """Give the worker its job and wait for its import (which compiles, or finds the build up
+        to date) under the key's lock, so no other run builds in that dir meanwhile."""
         with key_lock(self.key_dir):
-            worker = Worker(worker_job("candidate", self.problem, self.config), self.candidate.code, self.key_dir,
-                            self.config.timeout_s, self.problem.source, self.placement)
+            worker = self.worker or Worker(self.placement, role="candidate", device=self.config.device,
+                                           timeout_s=self.config.timeout_s, key_dir=self.key_dir)
+            worker.start(worker_job("candidate", self.problem, self.config), self.candidate.code, self.problem.source,
+                         self.key_dir)
             try:
                 return worker, worker.reply("load and build", self.config.build_timeout_s)
             except WorkerStopped as stopped:
@@ -115,122 +115,124 @@ class CandidateRun:
             return verdict
         if init_differs(self.reference.params, loaded.params or []):
             self.observed.note(Flag.init_differs)
-        for phase, step in ((Phase.correctness, self._check_trials), (Phase.timing, self._time),
-                            (Phase.profile, self._check_no_fallback), (Phase.shapes, self._check_other_shapes)):
+        timed = Timed()
+        steps = ((Phase.correctness, lambda: self._check_trials(worker)),
+                 (Phase.timing, lambda: self._time(worker, timed)),
+                 (Phase.profile, lambda: self._check_profiles(timed)),
+                 (Phase.shapes, lambda: self._check_other_shapes(worker)))
+        for phase, step in steps:
             self.observed.phase = phase
-            verdict = step(worker)
+            verdict = step()
             if verdict:
                 return verdict
         self.observed.phase = None
         return verdicts.passed()
 
-    def _note_threads(self, reply: Reply) -> None:
-        if reply.threads_alive:
+    def _note_threads(self, count: int) -> None:
+        if count:
             self.observed.note(Flag.threads_left_running)
 
-    def _compare(self, worker: Worker, command: Command, trial: int) -> Verdict | None:
-        """Reference first (idle while the candidate runs), then the candidate; compare in place."""
-        expected, expected_inputs = self.reference.outputs(command)
-        reply = worker.request(command, "correctness")
-        verdict = self._verdict_of(reply, worker)
-        if verdict:
-            return verdict
-        self._note_threads(reply)
-        actual = worker.open_outputs(reply.outputs or [], "correctness")
-        actual_inputs = worker.open_outputs(reply.inputs or [], "correctness")
-        changed = mutated_inputs(expected_inputs, actual_inputs)
-        check = compare_outputs(expected, actual, self.config.tolerance_for(self.problem))
-        del expected, actual, expected_inputs, actual_inputs  # drop IPC mappings before the workers release memory
-        if not changed:
-            self.observed.max_abs_err = max(self.observed.max_abs_err or 0.0, check.max_abs_err or 0.0)
-            self.observed.max_rel_err = max(self.observed.max_rel_err or 0.0, check.max_rel_err or 0.0)
-        return verdicts.of_trial(check, changed, trial, self.config.correctness_trials,
-                                 Flag.init_differs in self.observed.flags)
+    def _trial(self, worker: Worker, seed: int, sizes: dict[str, int] | None, phase: str):
+        """(the candidate's failed reply's verdict, None) or (None, (check, changed inputs)):
+        reference first (kept for every candidate), then the candidate; compared in place."""
+        with self.reference.expected(seed, sizes, keep=True) as (expected, expected_inputs):
+            reply = worker.request(Command(op="trial", seed=seed, sizes=sizes), phase)
+            verdict = self._verdict_of(reply, worker)
+            if verdict:
+                return verdict, None
+            self._note_threads(reply.threads_alive)
+            with worker.reading(reply.outputs, phase) as actual, worker.reading(reply.inputs, phase) as actual_inputs:
+                return None, (compare_outputs(expected, actual, self.config.tolerance_for(self.problem)),
+                              mutated_inputs(expected_inputs, actual_inputs))
 
     def _check_trials(self, worker: Worker) -> Verdict | None:
         for trial in range(self.config.correctness_trials):
             # Fresh input values every trial: a stale buffer or a cached answer cannot pass twice.
-            command = Command(op="trial", seed=self.config.seed + TRIAL_SEED_OFFSET + trial)
-            verdict = self._compare(worker, command, trial)
+            verdict, found = self._trial(worker, self.config.seed + TRIAL_SEED_OFFSET + trial, None, "correctness")
+            if verdict:
+                return verdict
+            check, changed = found
+            if not changed:
+                self.observed.max_abs_err = max(self.observed.max_abs_err or 0.0, check.max_abs_err or 0.0)
+                self.observed.max_rel_err = max(self.observed.max_rel_err or 0.0, check.max_rel_err or 0.0)
+            verdict = verdicts.of_trial(check, changed, trial, self.config.correctness_trials,
+                                        Flag.init_differs in self.observed.flags)
             if verdict:
                 return verdict
             self.observed.trials_passed = trial + 1
         return None
 
-    def _time(self, worker: Worker) -> Verdict | None:
-        timed, wall_ms = timed_request(worker, self.config.seed, self.config.trials, "timing")
-        verdict = self._verdict_of(timed, worker) or self._check_timed_samples(worker, timed.sampled or [])
+    def _copy_checked_call(self, worker: Worker, copies: list):
+        """For a timed call the parent chose after its outputs were described: copy them out now
+        (the worker cannot change them afterwards), to compare with the reference's once the timed
+        calls are over. Past the memory budget, compare at once instead."""
+        budget = self.reference.budget_left  # one budget for everything the parent keeps on the device
+
+        def check(seed: int, reply: Reply) -> Verdict | None:
+            with worker.reading(reply.outputs, "timing") as actual:
+                if sum(t.nbytes for c in copies for t in c[1]) + sum(t.nbytes for t in actual) <= budget:
+                    copies.append((seed, [t.clone() for t in actual]))
+                    return None
+                return self._compare_checked_call(seed, actual, len(copies) + 1)
+
+        return check
+
+    def _compare_checked_call(self, seed: int, actual: list, index: int) -> Verdict | None:
+        with self.reference.expected(seed) as (expected, _):
+            found = compare_outputs(expected, actual, self.config.tolerance_for(self.problem))
+        return verdicts.of_timed_sample(found, index)
+
+    def _time(self, worker: Worker, timed: Timed) -> Verdict | None:
+        timer = Timer(worker, TimingPlan.of(self.config), self.rng, quiet=lambda: self.quiet([worker.pid, self.reference.worker.pid]))
+        verdict = self._verdict_of(timer.warm_up(), worker)
         if verdict:
             return verdict
-        self._note_threads(timed)
-        self.observed.timing, self.observed.wall_ms_per_call = timed.timing, round(wall_ms, 6)
-        self.observed.reference_wall_ms_per_call = round(self.reference.wall_ms_per_call, 6)
-        self.observed.vouched_median_ms = self._vouched_median_ms()
-        return verdicts.of_speed(self.observed.vouched_median_ms, self.reference.floor)
+        overhead = self.reference.overhead_now()
+        copies: list = []
+        measured, objection = timer.run(check=self._copy_checked_call(worker, copies))
+        timed.__dict__.update(measured.__dict__)
+        if isinstance(objection, Reply):
+            return self._verdict_of(objection, worker)
+        for index, (seed, outputs) in enumerate(copies, start=1):
+            objection = objection or self._compare_checked_call(seed, outputs, index)
+        if objection is not None:
+            return objection
+        self._note_threads(measured.threads_alive)
+        self.observed.timing = timing_stats(measured.reported_ms, self.reference.clock, measured.stopped)
+        self.observed.wall_ms_per_call = round(statistics.median(measured.wall_ms), 6)
+        self.observed.reference_wall_ms_per_call = round(statistics.median(self.reference.timed.wall_ms), 6)
+        vouched, disagreement = vouched_median(measured, overhead, self.config.device)
+        if disagreement:
+            self.observed.note(Flag.timing_disagrees, disagreement)
+        self.observed.vouched_median_ms = vouched
+        return verdicts.of_speed(vouched, self.reference.floor)
 
-    def _check_timed_samples(self, worker: Worker, sampled: list[int]) -> Verdict | None:
-        """The outputs of randomly chosen timed calls (each on fresh input values) must be right
-        too: a candidate that caches, or behaves differently when timed, fails here."""
-        tolerance = self.config.tolerance_for(self.problem)
-        for index in sampled:
-            expected, _ = self.reference.outputs(Command(op="trial", seed=self.config.seed, roll=index))
-            reply = worker.request(Command(op="sample", index=index), "timing")
-            verdict = self._verdict_of(reply, worker)
-            if verdict:
-                return verdict
-            check = compare_outputs(expected, worker.open_outputs(reply.outputs or [], "timing"), tolerance)
-            del expected
-            verdict = verdicts.of_timed_sample(check, index)
-            if verdict:
-                return verdict
-        return None
-
-    def _vouched_median_ms(self) -> float:
-        """The candidate's median as far as the parent's own clock can vouch for it. A worker can
-        report anything (a candidate may patch clocks or forge the timing message), but it cannot
-        make the parent's clock run slower: when the report falls far below what that clock saw
-        per call, less the harness's per-call overhead (measured on the reference the same way),
-        the speedup uses that floor instead, and the result is flagged."""
-        reference, reported = self.reference.timing, self.observed.timing.median_ms
-        overhead = max(0.0, self.reference.wall_ms_per_call - reference.median_ms) if reference else 0.0
-        floor = wall_floor_ms(self.observed.wall_ms_per_call, self.config.trials, overhead)
-        if reported >= 0.5 * floor:
-            return reported
-        self.observed.note(Flag.timing_disagrees,
-                           f"the worker reported {reported:.4g} ms per call; the harness's clock saw "
-                           f"{self.observed.wall_ms_per_call:.4g} ms per call ({overhead:.3g} ms of it "
-                           f"harness overhead): the speedup uses {floor:.4g} ms")
-        return floor
-
-    def _check_no_fallback(self, worker: Worker) -> Verdict | None:
-        reply = worker.request(Command(op="profile", seed=self.config.seed), "profile")
-        verdict = self._verdict_of(reply, worker)
-        if verdict:
-            return verdict
-        evidence = fallback_evidence(self.reference.profile, reply.profile) if self.reference.profile else []
+    def _check_profiles(self, timed: Timed) -> Verdict | None:
+        """The profiled calls (chosen at random among the timed ones): no fallback to PyTorch's
+        own kernels, and no slower than the others (a candidate that tells the profiler apart)."""
+        reference_ops = len(self.reference.profile.ops) if self.reference.profile else 0
+        slow = profiled_too_slow(timed, self.reference.timed, reference_ops, self.config.device)
+        if slow:
+            return verdicts.of_profiled_slowdown(slow)
+        evidence, median = [], self.observed.timing.median_ms
+        for profile in timed.profiles:
+            evidence += [e for e in fallback_evidence(self.reference.profile, profile, median, self.reference.timing.median_ms)
+                         if e not in evidence]
         return verdicts.of_fallback(evidence)
 
     def _check_other_shapes(self, worker: Worker) -> Verdict | None:
         """Correct at the official shape only: flagged, or a mismatch under --strict-shapes."""
-        sizes = self.reference.alt_sizes
-        if not sizes:
-            return None
-        command = Command(op="trial", seed=self.config.seed + TRIAL_SEED_OFFSET, sizes=sizes)
-        expected, _ = self.reference.outputs(command)
-        try:
-            reply = worker.request(command, "shapes")
-        except WorkerStopped as stopped:
-            reply, problem = None, stopped.stop.error
-        if reply is not None and reply.ok:
-            check = compare_outputs(expected, worker.open_outputs(reply.outputs or [], "shapes"),
-                                    self.config.tolerance_for(self.problem))
-            worker.open_outputs(reply.inputs or [], "shapes")
-            problem = None if check.passed else check.reason
-        elif reply is not None:
-            problem = reply.rejected or (f"{reply.failure.exc_type}: {reply.failure.message}"[:200] if reply.failure else "failed")
-        del expected
-        if problem is None:
-            return None
-        what = ", ".join(f"{k}={v}" for k, v in sizes.items())
-        self.observed.note(Flag.shape_specialized, None if self.config.strict_shapes else f"at {what}: {problem}")
-        return verdicts.of_other_shapes(what, problem, self.config.strict_shapes)
+        for sizes in self.reference.alt_sizes:
+            try:
+                verdict, found = self._trial(worker, self.config.seed + TRIAL_SEED_OFFSET, sizes, "shapes")
+                problem = None if found is None or found[0].passed else found[0].reason
+                if verdict:
+                    problem = verdict.error
+            except WorkerStopped as stopped:
+                problem = stopped.stop.error
+            if problem is not None:
+                what = ", ".join(f"{k}={v}" for k, v in sizes.items())
+                self.observed.note(Flag.shape_specialized, None if self.config.strict_shapes else f"at {what}: {problem}")
+                return verdicts.of_other_shapes(what, problem, self.config.strict_shapes)
+        return None
+

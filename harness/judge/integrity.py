@@ -1,23 +1,26 @@
-"""Integrity rules the parent applies to what workers report: did the candidate compute with the
-reference's own operators or an equivalent library kernel, and did it change its inputs."""
+"""Integrity rules the parent applies to what workers report: did the candidate compute with
+PyTorch's own kernels (the reference's operators, a library equivalent, or mostly library
+compute of any kind), did it behave differently when profiled, and did it change its inputs."""
 
 from __future__ import annotations
 
 import re
+import statistics
 
 import torch
 
 from ..worker.protocol import Profile
 
-# Operators that allocate, reshape, move or copy data: allowed in any candidate's forward.
+# Operators that allocate, reshape, move or copy data: allowed in any candidate's forward. Named
+# as op_name() leaves them (no aten::, no leading underscore, no _out or in-place _ suffix).
 GLUE_OPS = {
     "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
-    "ones", "ones_like", "full", "full_like", "fill_", "zero_", "view", "view_as", "reshape", "_reshape_alias",
-    "_unsafe_view", "contiguous", "clone", "copy_", "to", "_to_copy", "t", "transpose", "permute", "select", "slice",
-    "narrow", "expand", "expand_as", "as_strided", "detach", "alias", "lift_fresh", "resize_", "unsqueeze", "squeeze",
-    "flatten", "unflatten", "unbind", "split", "split_with_sizes", "chunk", "item", "_local_scalar_dense", "size",
-    "stride", "numel", "dim", "is_nonzero", "result_type", "scalar_tensor", "set_", "record_stream", "arange",
-    "cat", "stack", "pad", "constant_pad_nd", "type_as", "_has_compatible_shallow_copy_type", "lift",
+    "ones", "ones_like", "full", "full_like", "fill", "zero", "view", "view_as", "reshape", "reshape_alias",
+    "unsafe_view", "contiguous", "clone", "copy", "to", "to_copy", "t", "transpose", "permute", "select", "slice",
+    "narrow", "expand", "expand_as", "as_strided", "detach", "alias", "lift_fresh", "resize", "unsqueeze", "squeeze",
+    "flatten", "unflatten", "unbind", "split", "split_with_sizes", "chunk", "item", "local_scalar_dense", "size",
+    "stride", "numel", "dim", "is_nonzero", "result_type", "scalar_tensor", "set", "record_stream", "arange",
+    "cat", "stack", "pad", "constant_pad_nd", "type_as", "has_compatible_shallow_copy_type", "lift",
 }
 # Library kernels that compute the same thing under other names: calling any member of a family
 # the reference uses counts as falling back to the reference.
@@ -32,10 +35,21 @@ FAMILIES = {  # in order: the first family that names an operator takes it
 }
 # Device kernels any program may launch: copies and fills.
 GLUE_KERNEL = re.compile(r"copy|fill|memset|memcpy|zero", re.IGNORECASE)
+# A candidate whose time goes mostly (more than this share) to the reference's own operators, their
+# library equivalents, or library compute of any family (a matmul done as a 1x1 convolution)
+# computes with PyTorch. Less is allowed: a fused kernel may keep a cheap PyTorch step.
+FALLBACK_SHARE = 0.5
+MIN_REFERENCE_SHARE = 0.5  # the threshold never drops below a quarter of the time
+# A profiled call may take this much longer than the median of the unprofiled ones (the profiler's
+# own cost, beyond the reference's measured ratio) before the candidate is taken to behave differently.
+PROFILED_FACTOR = 1.5
+PROFILER_COST_PER_OP_MS = {"cuda": 0.01, "cpu": 0.1}  # at least: what the profiler adds per operator recorded
+JITTER_MS = {"cuda": 0.1, "cpu": 2.0}
 
 
 def op_name(qualified: str) -> str:
-    """aten::_native_layer_norm_out -> native_layer_norm without prefixes or an _out/_ suffix."""
+    """aten::_native_layer_norm_out -> native_layer_norm, aten::copy_ -> copy: no prefixes, no
+    _out or in-place suffix."""
     name = qualified.removeprefix("aten::").lstrip("_")
     for suffix in ("_out", "_"):
         name = name.removesuffix(suffix)
@@ -55,26 +69,97 @@ def compute_ops(profile: Profile) -> set[str]:
     return {op_name(op) for op in profile.ops} - GLUE_OPS
 
 
-def fallback_evidence(reference: Profile, candidate: Profile) -> list[str]:
-    """Why the candidate's forward counts as running the reference's computation; empty if it does not."""
-    reference_ops = compute_ops(reference)
+def time_share(profile: Profile, counts, call_ms: float) -> tuple[float, set[str]]:
+    """The share of a call's time spent in operators `counts(name)` accepts, and their names. On a
+    GPU: the device time of the kernels they launched, over all kernels' device time; on the CPU:
+    the time of the outermost such operators, over a call's unprofiled median (`call_ms`; the
+    profiler slows a call by more than its operators take when they take microseconds) less the
+    time in glue operators (views, copies, allocations: neither the candidate's work nor a
+    library's)."""
+    if profile.kernels:
+        total = sum(k.device_ms for k in profile.kernels)
+        spent = [(k.device_ms, op_name(k.operator)) for k in profile.kernels
+                 if k.operator and counts(op_name(k.operator))]
+    else:
+        spent = [(ms, op_name(op)) for op, ms in profile.top_op_ms.items() if counts(op_name(op))]
+        glue = sum(ms for op, ms in profile.top_op_ms.items() if op_name(op) in GLUE_OPS)
+        call = min(call_ms, profile.elapsed_ms) if call_ms > 0 else profile.elapsed_ms
+        total = max(call - glue, sum(ms for ms, _ in spent))
+    return (min(1.0, sum(ms for ms, _ in spent) / total) if total > 0 else 0.0), {name for _, name in spent}
+
+
+def _why(op: str, reference_ops: set[str]) -> str:
+    return "which the reference runs" if op in reference_ops else f"a library {_family(op)} like the reference's"
+
+
+def fallback_threshold(reference: Profile | None, reference_call_ms: float) -> float:
+    """FALLBACK_SHARE of the time, scaled on the CPU by the share of its own call the reference
+    spends in operators: on a problem of microseconds the interpreter takes a large part of any
+    call, so even the reference is not 100% operators."""
+    if reference is None or reference.kernels or not reference.top_op_ms:
+        return FALLBACK_SHARE
+    own, _ = time_share(reference, lambda op: True, reference_call_ms)
+    return FALLBACK_SHARE * max(MIN_REFERENCE_SHARE, own)
+
+
+def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: float = 0.0,
+                      reference_call_ms: float = 0.0) -> list[str]:
+    """Why the candidate's forward counts as computing with PyTorch: most of its time (more than
+    fallback_threshold) goes to the reference's own operators or their library equivalents, or
+    to library compute of any family; or it launches the reference's own device kernels. Empty
+    if it does not. `call_ms`, `reference_call_ms`: the unprofiled medians."""
+    reference_ops = compute_ops(reference) if reference else set()
     families = {f for f in map(_family, reference_ops) if f}
+    threshold = fallback_threshold(reference, reference_call_ms)
+    share, names = time_share(candidate, lambda op: op in reference_ops or _family(op) in families, call_ms)
     evidence = []
-    for op in sorted(compute_ops(candidate)):
-        if op in reference_ops:
-            evidence.append(f"calls aten::{op}, which the reference runs")
-        elif _family(op) in families:
-            evidence.append(f"calls aten::{op}, a library {_family(op)} like the reference's")
-    shared = sorted(set(candidate.kernels) & set(reference.kernels))
-    evidence += [f"launches the reference's kernel {k[:120]}" for k in shared if not GLUE_KERNEL.search(k)]
+    if share > threshold:
+        evidence += [f"calls aten::{op}, {_why(op, reference_ops)}" for op in sorted(names)]
+        evidence.append(f"{share:.0%} of its time is in the reference's own operators or their library equivalents")
+    library, used = time_share(candidate, lambda op: _family(op) is not None, call_ms)
+    if library > threshold and not evidence:
+        kinds = ", ".join(sorted({_family(op) for op in used}))
+        evidence.append(f"{library:.0%} of its time is library {kinds} (more than {threshold:.0%} counts as "
+                        "computing with PyTorch)")
+    if reference is not None:
+        shared = sorted({k.name for k in candidate.kernels} & {k.name for k in reference.kernels})
+        evidence += [f"launches the reference's kernel {k[:120]}" for k in shared if not GLUE_KERNEL.search(k)]
     return evidence
 
 
+def profiled_too_slow(candidate, reference, reference_ops: int, device: str) -> str | None:
+    """A candidate that runs other code when the profiler is on (its own kernel when watched, a
+    library call otherwise) is slower on the profiled calls than on the others, as the parent's
+    own clock sees them. `candidate`, `reference`: their Timed calls. The fastest profiled call
+    may exceed the median by PROFILED_FACTOR, plus the profiler's cost per operator it records
+    (as measured on the reference, at least a floor) twice over for each operator the candidate
+    ran, plus scheduling jitter."""
+    if not candidate.profiled_wall_ms or not candidate.wall_ms:
+        return None
+    median = statistics.median(candidate.wall_ms)
+    per_op = PROFILER_COST_PER_OP_MS[device]
+    if reference is not None and reference.profiled_wall_ms and reference.wall_ms and reference_ops:
+        per_op = max(per_op, (min(reference.profiled_wall_ms) - statistics.median(reference.wall_ms)) / reference_ops)
+    operators = max((len(p.ops) for p in candidate.profiles), default=0)
+    allowed = median * PROFILED_FACTOR + 2 * per_op * max(1, operators) + JITTER_MS[device]
+    fastest = min(candidate.profiled_wall_ms)
+    if fastest <= allowed:
+        return None
+    return (f"its profiled calls took at least {fastest:.4g} ms by the harness's clock, against a median of "
+            f"{median:.4g} ms when not profiled (at most {allowed:.4g} ms allowed)")
+
+
 def mutated_inputs(expected: list[torch.Tensor], actual: list[torch.Tensor]) -> list[int]:
-    """Positions of inputs that forward changed (the reference's inputs stay as generated)."""
+    """Positions of inputs that forward left different from the reference's, byte for byte (so a
+    NaN that stayed a NaN is unchanged)."""
     changed = []
     for index, (want, got) in enumerate(zip(expected, actual)):
-        same = want.shape == got.shape and want.dtype == got.dtype and torch.equal(want, got.to(want.device))
+        same = want.shape == got.shape and want.dtype == got.dtype and torch.equal(
+            _bytes(want), _bytes(got.to(want.device)))
         if not same:
             changed.append(index)
     return changed
+
+
+def _bytes(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.contiguous().reshape(-1).view(torch.uint8)

@@ -1,55 +1,74 @@
-"""The problem's reference worker: loaded once per lane and problem, timed once, profiled once,
-then asked for each trial's expected outputs. Trusted code, still isolated in its own worker."""
+"""The problem's reference worker: loaded once per lane and problem, timed and profiled once, then
+asked for expected outputs: each correctness trial's (kept, within a memory budget, for every
+later candidate of the problem), and each verified timed call's. Trusted code, still confined."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+import contextlib
+import random
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import ContextManager
+
+import torch
 
 from ..records import EvalConfig, Problem, TimingStats
 from ..worker.parent import Placement, Worker, WorkerStopped
-from ..worker.protocol import Command, HardwareFloor, ParamDigest, Profile, Reply, WorkerJob
+from ..worker.protocol import Command, HardwareFloor, ParamDigest, Peaks, Profile, Reply, WorkerJob
+from .timer import Timed, Timer, TimingPlan, timing_stats
+
+KEPT_SHARE = 0.25  # of the device's memory (or the host's, on a CPU run) for expected outputs kept for reuse
+RECALIBRATION_CALLS = 3  # reference calls that measure the harness's per-call overhead right before a candidate's timing
+# Held around every timing window with the launcher pids being timed (schedule/quiet.py).
+Quiet = Callable[[list[int]], ContextManager]
+
+
+def no_quiet(timed: list[int]) -> ContextManager:
+    return contextlib.nullcontext()
 
 
 class ReferenceFailed(Exception):
     """The reference itself could not load, run or time; its candidates cannot be judged."""
 
 
-def worker_job(role: str, problem: Problem, config: EvalConfig) -> WorkerJob:
-    """Both sides get the same seed, device, precision and trial counts; only the reference
-    may be timed through torch.compile."""
-    return WorkerJob(role=role, problem_path=problem.path, device=config.device, precision=config.precision,
-                     init_seed=config.seed, warmup=config.warmup, trials=config.trials,
-                     compile_baseline=role == "reference" and config.baseline == "compile")
+def worker_job(role: str, problem: Problem, config: EvalConfig, peaks: Peaks | None = None) -> WorkerJob:
+    """Both sides get the same seed, device and precision; only the reference may be timed
+    through torch.compile."""
+    return WorkerJob(role=role, problem_path="", device=config.device, precision=config.precision,
+                     init_seed=config.seed, compile_baseline=role == "reference" and config.baseline == "compile",
+                     peaks=peaks)
 
 
-def timed_request(worker: Worker, seed: int, trials: int, phase: str) -> tuple[Reply, float]:
-    """Warm up, then time; returns the reply and the parent's own wall time per timed call."""
-    warm = worker.request(Command(op="warmup", seed=seed), phase)
-    if not warm.ok:
-        return warm, 0.0
-    began = time.perf_counter()
-    reply = worker.request(Command(op="time", seed=seed), phase)
-    return reply, (time.perf_counter() - began) * 1000 / trials
+def _memory_budget(device: str) -> int:
+    if device == "cuda":
+        return int(KEPT_SHARE * torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+    import os
+
+    return int(KEPT_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
 class ReferenceRunner:
-    """The problem's reference worker: loaded once, timed once, asked for each trial's outputs."""
+    """The problem's reference worker: loaded once, timed once, asked for expected outputs."""
 
     def __init__(self, problem: Problem, config: EvalConfig, key_dir: Path, placement: Placement = Placement(),
-                 shrink: bool = False):
-        self.problem, self.config = problem, config
-        job = worker_job("reference", problem, config).model_copy(update={"shrink": shrink})
-        self.worker = Worker(job, None, key_dir, config.timeout_s, problem.source, placement)
+                 shrink: bool = False, peaks: Peaks | None = None, worker: Worker | None = None, quiet: Quiet = no_quiet):
+        """`worker`: one booted ahead (a lane's spare), or None to boot one."""
+        self.problem, self.config, self.quiet = problem, config, quiet
+        self.rng = random.SystemRandom()
+        self.worker = worker or Worker(placement, role="reference", device=config.device, timeout_s=config.timeout_s,
+                                       key_dir=key_dir)
+        job = worker_job("reference", problem, config, peaks).model_copy(update={"shrink": shrink})
+        self.worker.start(job, None, problem.source, key_dir)
         self.params: list[ParamDigest] = []
         self.timing: TimingStats | None = None
+        self.timed: Timed | None = None
         self.profile: Profile | None = None
         self.floor: HardwareFloor | None = None
-        self.wall_ms_per_call = 0.0
-        self.alt_sizes: dict[str, int] | None = None
+        self.alt_sizes: list[dict[str, int]] = []
+        self._kept: dict[tuple, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+        self._kept_bytes, self.memory_budget = 0, _memory_budget(config.device)
 
-    def _checked(self, reply_fn: Callable[[], Reply], what: str) -> Reply:
+    def _checked(self, reply_fn, what: str) -> Reply:
         try:
             reply = reply_fn()
         except WorkerStopped as stopped:
@@ -59,32 +78,86 @@ class ReferenceRunner:
             raise ReferenceFailed(f"reference {what} failed: {detail}"[:300])
         return reply
 
-    def load(self) -> None:
-        loaded = self._checked(lambda: self.worker.reply("reference load", self.config.build_timeout_s), "load")
-        self.params, self.alt_sizes = loaded.params or [], loaded.alt_sizes
-
-    def start(self, seed: int) -> None:
-        """Load, time once, and profile once: what every candidate of the problem is held to."""
-        self.load()
-        try:
-            reply, self.wall_ms_per_call = timed_request(self.worker, seed, self.config.trials, "reference timing")
-        except WorkerStopped as stopped:
-            raise ReferenceFailed(f"reference timing: {stopped.stop.error}") from None
-        self.timing = self._checked(lambda: reply, "timing").timing
-        profiled = self._request(Command(op="profile", seed=seed), "profile")
-        self.profile, self.floor = profiled.profile, profiled.floor
-
     def _request(self, command: Command, what: str) -> Reply:
         return self._checked(lambda: self.worker.request(command, f"reference {what}"), what)
 
-    def outputs(self, command: Command) -> tuple[list, list]:
-        """The reference's outputs for a trial command, and its inputs (as generated)."""
-        reply = self._request(command, "trial")
+    @property
+    def peaks(self) -> Peaks | None:
+        return Peaks(flops_per_ms=self.floor.peak_flops_per_ms, bytes_per_ms=self.floor.peak_bytes_per_ms) \
+            if self.floor else None
+
+    def load(self) -> None:
+        loaded = self._checked(lambda: self.worker.reply("reference load", self.config.build_timeout_s), "load")
+        self.params, self.alt_sizes = loaded.params or [], loaded.alt_sizes or []
+
+    def start(self) -> None:
+        """Load, measure the hardware floor (GPU), time once and profile one of the timed calls:
+        what every candidate of the problem is held to."""
+        self.load()
+        if self.config.device == "cuda":
+            self.floor = self._request(Command(op="floor", seed=self.rng.getrandbits(62)), "floor").floor
+        timer = Timer(self.worker, TimingPlan.of(self.config), self.rng, "reference timing", self._quiet)
+        self._checked(timer.warm_up, "warm-up")
         try:
-            return (self.worker.open_outputs(reply.outputs or [], "reference trial"),
-                    self.worker.open_outputs(reply.inputs or [], "reference trial"))
+            timed, failed = timer.run(profiled=1)
         except WorkerStopped as stopped:
-            raise ReferenceFailed(f"reference trial: {stopped.stop.error}") from None
+            raise ReferenceFailed(f"reference timing: {stopped.stop.error}") from None
+        if failed is not None:
+            self._checked(lambda: failed, "timing")
+        self.timed = timed
+        self.timing = timing_stats(timed.reported_ms, self.clock, timed.stopped)
+        self.profile = timed.profiles[0] if timed.profiles else None
+
+    def _quiet(self) -> ContextManager:
+        return self.quiet([self.worker.pid])
+
+    @property
+    def clock(self) -> str:
+        return "cuda_event" if self.config.device == "cuda" else "perf_counter"
+
+    def overhead_now(self) -> list[float]:
+        """The harness's per-call overhead as measured right now, with the machine's current load:
+        a few reference calls timed the way a candidate's are (what the wall-clock bound subtracts)."""
+        plan = TimingPlan.of(self.config).model_copy(update={"fixed": RECALIBRATION_CALLS})
+        try:
+            timed, failed = Timer(self.worker, plan, self.rng, "reference timing", self._quiet).run(profiled=0)
+        except WorkerStopped as stopped:
+            raise ReferenceFailed(f"reference timing: {stopped.stop.error}") from None
+        if failed is not None:
+            self._checked(lambda: failed, "timing")
+        return timed.overhead_ms + (self.timed.overhead_ms if self.timed else [])
+
+    @contextlib.contextmanager
+    def expected(self, seed: int, sizes: dict[str, int] | None = None,
+                 keep: bool = False) -> Iterator[tuple[list[torch.Tensor], list[torch.Tensor]]]:
+        """The reference's outputs for the inputs of `seed` (at `sizes`), and those inputs as
+        forward left them. With `keep`, they are kept (copied out, within the memory budget) for
+        every later candidate; otherwise they are read in place, valid inside the block only."""
+        key = (seed, tuple(sorted((sizes or {}).items())))
+        if key in self._kept:
+            yield self._kept[key]
+            return
+        reply = self._request(Command(op="trial", seed=seed, sizes=sizes), "trial")
+        with contextlib.ExitStack() as reading:
+            try:  # only the reference's own failures are the reference's (not those inside the block)
+                outputs = reading.enter_context(self.worker.reading(reply.outputs, "reference trial"))
+                inputs = reading.enter_context(self.worker.reading(reply.inputs, "reference trial"))
+            except WorkerStopped as stopped:
+                raise ReferenceFailed(f"reference trial: {stopped.stop.error}") from None
+            size = sum(t.nbytes for t in outputs + inputs)
+            if keep and self._kept_bytes + size <= self.memory_budget:
+                self._kept[key] = ([t.clone() for t in outputs], [t.clone() for t in inputs])
+                self._kept_bytes += size
+                del outputs, inputs
+                yield self._kept[key]
+            else:
+                yield outputs, inputs
+
+    @property
+    def budget_left(self) -> int:
+        """Bytes of the memory budget its kept outputs leave (for the timed outputs kept for checking)."""
+        return max(0, self.memory_budget - self._kept_bytes)
 
     def close(self) -> None:
+        self._kept.clear()
         self.worker.close()

@@ -157,10 +157,17 @@ def of_trial(check: CheckResult, changed_inputs: list[int], trial: int, trials: 
 
 
 def of_timed_sample(check: CheckResult, index: int) -> Verdict | None:
+    """A timed call the parent chose to check, after the fact: its outputs must be right too."""
     if check.passed:
         return None
     return _rejected(Flag.inconsistent_when_timed,
-                     f"timed call {index} returned a wrong output ({check.reason}), though the correctness trials passed")
+                     f"checked timed call {index} returned a wrong output ({check.reason}), though the correctness "
+                     "trials passed")
+
+
+def of_profiled_slowdown(reason: str) -> Verdict:
+    """Slower when profiled than the profiler's cost explains: it runs other code when watched."""
+    return _rejected(Flag.inconsistent_when_profiled, f"behaves differently when profiled: {reason}")
 
 
 def of_speed(candidate_ms: float, floor: HardwareFloor | None) -> Verdict | None:

@@ -1,34 +1,62 @@
 """A lane: one placement (one GPU, or the CPU) that evaluates candidates one at a time, keeping
-the reference worker of the problem at hand for the next candidate of the same problem."""
+the reference worker of the problem at hand for the next candidate of the same problem, and the
+next worker booted ahead (confined, torch imported) while the current candidate is judged."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import time
 from collections.abc import Callable
 from typing import ContextManager
 
 from ..builds.cache import BuildCache, BuildOutcome
 from ..judge import verdicts
 from ..judge.candidate import CandidateRun
-from ..judge.reference import ReferenceFailed, ReferenceRunner
+from ..judge.reference import Quiet, ReferenceFailed, ReferenceRunner, no_quiet
 from ..records import Candidate, EvalConfig, Observations, Problem, Result, Subject
-from ..worker.parent import Placement
+from ..worker.parent import Placement, Worker
+from ..worker.protocol import Peaks
 
 
 class Lane:
     """Use as a context manager: leaving it closes the reference worker it holds."""
 
     def __init__(self, config: EvalConfig, run_id: str, placement: Placement, cache: BuildCache,
-                 reference_failures: dict[str, str]):
+                 reference_failures: dict[str, str], quiet: Quiet = no_quiet, boot_cpus: list[int] | None = None,
+                 clock: Callable[[], float] = time.monotonic, spares: int = 1):
+        """`quiet` is held around timing windows; `spares` workers boot ahead, keeping to
+        `boot_cpus` until they get a job; `clock` runs the workers' deadlines."""
         self.config, self.run_id, self.placement, self.cache = config, run_id, placement, cache
         self.reference_failures = reference_failures  # problem id -> reason, shared by a run's lanes
+        self.quiet, self.boot_cpus, self.clock = quiet, boot_cpus, clock
         self.reference: ReferenceRunner | None = None
+        self.peaks: Peaks | None = None  # this GPU's peak rates, measured by the lane's first reference
+        # Booting ahead needs namespaces: without them a worker must know its key dir when it boots.
+        self.spare_count = spares if placement.sandbox.namespaces else 0
+        self.spares: collections.deque[Worker] = collections.deque()
 
     def __enter__(self) -> Lane:
         return self
 
     def __exit__(self, *exc_info) -> None:
         self._drop_reference()
+        while self.spares:
+            self.spares.popleft().close()
+
+    def _boot(self) -> Worker:
+        return Worker(self.placement, role="worker", device=self.config.device, timeout_s=self.config.timeout_s,
+                      boot_cpus=self.boot_cpus, clock=self.clock)
+
+    def _worker(self) -> Worker | None:
+        """The longest-booting spare worker (or one booted now), the pool topped up behind it;
+        None when workers cannot boot ahead."""
+        if not self.spare_count:
+            return None
+        worker = self.spares.popleft() if self.spares else self._boot()
+        while len(self.spares) < self.spare_count:
+            self.spares.append(self._boot())
+        return worker
 
     def _drop_reference(self) -> None:
         if self.reference is not None:
@@ -49,7 +77,7 @@ class Lane:
             verdict = verdicts.reference_failed(self.reference_failures[problem.id])
             return verdicts.result(subject, verdict, Observations(gpu=self.placement.gpu))
         run = CandidateRun(problem, candidate, self.config, self.cache.key_dir(candidate.code_hash), self.reference,
-                           self.run_id, self.placement, outcome)
+                           self.run_id, self.placement, outcome, self._worker(), self.quiet)
         try:
             with running():
                 return run.run()
@@ -58,9 +86,11 @@ class Lane:
             return run.reference_died(str(failed).splitlines()[0])
 
     def _start_reference(self, problem: Problem) -> None:
-        self.reference = ReferenceRunner(problem, self.config, self.cache.key_dir(problem.source_hash), self.placement)
+        self.reference = ReferenceRunner(problem, self.config, self.cache.key_dir(problem.source_hash), self.placement,
+                                         peaks=self.peaks, worker=self._worker(), quiet=self.quiet)
         try:
-            self.reference.start(self.config.seed)
+            self.reference.start()
+            self.peaks = self.peaks or self.reference.peaks
         except ReferenceFailed as failed:
             self.reference_failures.setdefault(problem.id, f"not judged: the {str(failed).splitlines()[0]}")
             self._drop_reference()

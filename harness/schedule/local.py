@@ -3,9 +3,9 @@
 A build worker imports a candidate with no GPU visible (load_inline compiles there) into the
 build cache; a failed build is a verdict at once. A lane owns one GPU: it evaluates one
 candidate at a time, the problem's reference beside it, so timing never shares a GPU, and it
-takes the next built candidate as soon as it is free. On a GPU run builds overlap evaluation,
-pinned to cores the lanes do not use, so compiling neither delays nor perturbs a GPU with work.
-On a CPU run the CPU is what is timed: every build finishes first.
+takes the next built candidate as soon as it is free. Builds overlap evaluation: on a GPU run
+pinned to cores the lanes do not use; on a CPU run, where the CPU is what is timed, frozen while
+the lane times (schedule/quiet.py).
 
 Results reach the caller's thread through `Pipeline.results()`, in order of completion; the
 caller stores them (one thread owns the database).
@@ -13,6 +13,7 @@ caller stores them (one thread owns the database).
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import traceback
@@ -24,6 +25,7 @@ from ..records import Candidate, Result, Subject
 from ..worker.parent import Placement, stop_run
 from .lane import Lane
 from .plan import ActiveSet, RunPlan, diagnosed
+from .quiet import QuietGate
 
 
 class ReadyQueue:
@@ -93,6 +95,7 @@ class Pipeline:
         self._threads: list[threading.Thread] = []
         self._ready: ReadyQueue | None = None
         self._stopping = threading.Event()
+        self.gate = QuietGate(plan.token, active=plan.config.device == "cpu")  # the CPU is what is timed
 
     def __enter__(self) -> Pipeline:
         return self
@@ -118,12 +121,9 @@ class Pipeline:
         for candidate in runnable:
             if not candidate.kind.built_ahead:
                 self._ready.put(candidate.problem_id, (candidate, None))
-        builds_finished = threading.Event()
-        self._start_builds(to_build, builds_finished)
-        # Timing on the CPU: no compiler may run meanwhile, so the lane waits for every build.
-        gpus = self.plan.resources.gpus
-        for lane in range(max(1, len(gpus))):
-            self._spawn(self._lane, lane, None if gpus else builds_finished)
+        self._start_builds(to_build)
+        for lane in range(max(1, len(self.plan.resources.gpus))):
+            self._spawn(self._lane, lane)
         for _ in range(len(runnable)):
             kind, payload, stored = self._results.get()
             if kind == "bug":
@@ -153,14 +153,12 @@ class Pipeline:
         while not stored.wait(0.1) and not self._stopping.is_set():
             pass
 
-    def _start_builds(self, to_build: list[Candidate], finished: threading.Event) -> None:
+    def _start_builds(self, to_build: list[Candidate]) -> None:
         work: queue.SimpleQueue = queue.SimpleQueue()
         for candidate in to_build:
             work.put(candidate)
         placement = self.plan.build_placement(len(to_build))
         lock = threading.Lock()
-        if not to_build:
-            finished.set()
 
         def builder() -> None:
             while True:
@@ -171,8 +169,6 @@ class Pipeline:
                 self._build_one(candidate, placement)
                 with lock:
                     self.builds_done += 1
-                    if self.builds_done == len(to_build):
-                        finished.set()
 
         for _ in range(min(self.plan.resources.jobs, len(to_build))):
             self._spawn(builder)
@@ -180,7 +176,7 @@ class Pipeline:
     def _build_one(self, candidate: Candidate, placement: Placement) -> None:
         problem = self.plan.problems[candidate.problem_id]
         outcome = build_ahead(candidate, problem, self.plan.config, self.plan.cache, placement,
-                              lambda: self.active.running(candidate.rel_path))
+                              lambda: self.active.running(candidate.rel_path), self.gate.clock)
         decided = judged_by_build(Subject.of(self.plan.run_id, candidate, problem), candidate, self.plan.config, outcome)
         if decided is not None:
             self._ready.expect_fewer()
@@ -188,11 +184,13 @@ class Pipeline:
         else:
             self._ready.put(candidate.problem_id, (candidate, outcome))
 
-    def _lane(self, lane: int, wait_for: threading.Event | None) -> None:
-        if wait_for is not None:
-            wait_for.wait()
+    def _lane(self, lane: int) -> None:
         plan = self.plan
-        with Lane(plan.config, plan.run_id, plan.lane_placement(lane), plan.cache, self._reference_failures) as judge:
+        placement = plan.lane_placement(lane)
+        if placement.cpus:  # this thread's clock bounds the timings: keep it off the busy build cores
+            os.sched_setaffinity(0, placement.cpus)
+        with Lane(plan.config, plan.run_id, placement, plan.cache, self._reference_failures,
+                  self.gate.quiet, plan.resources.build_cpus, self.gate.clock, plan.resources.spares) as judge:
             while (item := self._ready.take(lane)) is not None:
                 candidate, outcome = item
                 result = judge.judge(plan.problems[candidate.problem_id], candidate, outcome,

@@ -22,6 +22,7 @@ from ..worker.parent import RUN_TOKEN_VAR, Placement
 from ..worker.sandbox import SandboxPolicy
 
 MAX_LANE_CPUS = 4  # a lane's worker: the Python driving the GPU, plus input generation
+MAX_SPARES = 3  # workers a lane boots ahead
 TRANSLATION_UNITS = 2  # a load_inline build compiles main.cpp and cuda.cu
 
 
@@ -32,15 +33,18 @@ class RunScale(BaseModel):
     gpus: list[int] | None = None  # default: every visible GPU
     backend: Literal["local", "ray"] = "local"
     ray_address: str | None = None  # default: start a local Ray instance
+    warm_workers: int | None = None  # booted ahead per lane (default: 1 on CPU, up to 3 per GPU)
 
 
 class Resources(BaseModel):
-    """Who does what: the GPUs with a lane each, how many builds at once, and which cores."""
+    """Who does what: the GPUs with a lane each, how many builds at once, which cores, and how many
+    workers each lane boots ahead."""
 
     gpus: list[int]  # torch's indices in this process; empty on a CPU run
     jobs: int
     build_cpus: list[int] | None = None  # None: not pinned
     lane_cpus: list[list[int]] | None = None
+    spares: int = 1  # per lane
 
 
 def visible_gpu(index: int, cuda_visible_devices: str | None) -> str:
@@ -49,19 +53,26 @@ def visible_gpu(index: int, cuda_visible_devices: str | None) -> str:
     return visible[index] if visible else str(index)
 
 
-def plan_resources(device: str, gpus: list[int] | None, jobs: int | None) -> Resources:
+def plan_resources(device: str, gpus: list[int] | None, jobs: int | None, warm_workers: int | None = None) -> Resources:
     """All visible GPUs and all cores unless told otherwise. On a GPU run each lane keeps a few
     cores of its own and builds get the rest."""
+    resources = _plan_resources(device, gpus, jobs)
+    return resources if warm_workers is None else resources.model_copy(update={"spares": warm_workers})
+
+
+def _plan_resources(device: str, gpus: list[int] | None, jobs: int | None) -> Resources:
     cpus = sorted(os.sched_getaffinity(0))
     if device == "cpu":
-        return Resources(gpus=[], jobs=jobs or len(cpus))
+        return Resources(gpus=[], jobs=jobs or len(cpus))  # one spare: they boot on the very cores timed
     gpus = list(range(torch.cuda.device_count())) if gpus is None else gpus
     per_lane = max(1, min(MAX_LANE_CPUS, len(cpus) // (2 * len(gpus))))
     spare = len(cpus) - per_lane * len(gpus)
     if spare < 1:  # too few cores to keep any apart
         return Resources(gpus=gpus, jobs=jobs or len(cpus))
     lanes = [cpus[spare + i * per_lane: spare + (i + 1) * per_lane] for i in range(len(gpus))]
-    return Resources(gpus=gpus, jobs=jobs or spare, build_cpus=cpus[:spare], lane_cpus=lanes)
+    # Workers boot ahead on the build cores (an import takes seconds there; a failed candidate, less).
+    return Resources(gpus=gpus, jobs=jobs or spare, build_cpus=cpus[:spare], lane_cpus=lanes,
+                     spares=max(1, min(MAX_SPARES, spare // (2 * len(gpus)))))
 
 
 class ActiveSet:

@@ -2,10 +2,12 @@
 
 Started by the parent (parent.py) through the launcher (launch.py), which confines it first: its
 own session, namespaces and Landlock domain, a scrubbed environment, a private scratch directory
-as working directory, and stdout/stderr going to a log only the parent can find. It loads one
-model (the reference or a candidate), replies on the channel FD, then serves commands: compute a
-trial's outputs (held on the device until the next command, so the parent can compare them in
-place), or time the forward call.
+as working directory, and stdout/stderr going to a log only the parent can find. It waits for
+its job, loads one model (the reference or a candidate), replies on the channel, then serves
+commands: compute a trial's outputs, run untimed calls, time one call on inputs made from a seed
+it learns only with that call, or measure the reference's hardware floor. Outputs stay held until
+the next command, described to the parent (cuda_ipc.py, or the commit buffer) before the reply
+that carries their time: the parent decides afterwards, in secret, which ones it checks.
 """
 
 from __future__ import annotations
@@ -15,28 +17,32 @@ import ctypes
 import hashlib
 import os
 import random
+import sys
 import threading
 import traceback
 import types
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 import torch
 
-from ..inputs.problems import input_size_names, load_module, shrink_input_sizes
+from ..inputs.problems import alternative_sizes, load_module, shrink_input_sizes
 from ..records import Phase
-from .protocol import (Command, Failure, HardwareFloor, ParamDigest, Profile, Reply, WorkerJob, describe_tensor,
-                       send_model, send_tensors)
-from .timing import measure_peaks, time_forward
+from . import cuda_ipc
+from .confine import not_dumpable
+from .protocol import (Command, CommitBuffer, Failure, HardwareFloor, KernelTime, ParamDigest, Peaks, Profile, Reply,
+                       WorkerJob, describe, send_model)
+from .timing import flush_buffer, measure_peaks, time_call
 
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_MESSAGE_CHARS = 64_000
-SAMPLED_TIMED_CALLS = 3
-MAX_KEPT_BYTES = 16 * 1024**3  # outputs can be 8.5 GB: keep fewer samples rather than run out of memory
 
 
 class NotPlainTensor(Exception):
     """forward returned something other than a plain tensor or a tuple of them."""
+
+
+class LaunchFailed(RuntimeError):
+    """A kernel launch failed and nothing checked: the kernel never ran."""
 
 
 def failure(phase: Phase, exc: BaseException) -> Failure:
@@ -67,22 +73,6 @@ def plain_outputs(output: object) -> list[torch.Tensor]:
     raise NotPlainTensor(f"forward returned {type(output).__module__}.{type(output).__qualname__}, not a plain torch.Tensor")
 
 
-def rolled(tensor: torch.Tensor, call: int) -> torch.Tensor:
-    """The same values in another arrangement for each timed call: fresh inputs that keep the
-    problem's value distribution (and valid class indices), cheap to make on the device."""
-    if tensor.numel() < 2:
-        return tensor
-    shift = (call * 7919 + 1) % tensor.numel()
-    return tensor.reshape(-1).roll(shift).reshape(tensor.shape)
-
-
-def alternative_sizes(problem: types.ModuleType) -> dict[str, int] | None:
-    """Other values for the input-only size constants (about half, and odd): a kernel that is
-    correct only at the benchmark's shape fails there."""
-    sizes = {name: getattr(problem, name) // 2 + 1 for name in input_size_names(problem) if getattr(problem, name) > 2}
-    return sizes or None
-
-
 @contextlib.contextmanager
 def problem_sizes(problem: types.ModuleType, sizes: dict[str, int] | None):
     saved = {name: getattr(problem, name) for name in sizes or {}}
@@ -95,6 +85,15 @@ def problem_sizes(problem: types.ModuleType, sizes: dict[str, int] | None):
             setattr(problem, name, value)
 
 
+def seed_everything(seed: int) -> None:
+    """The generators a problem's get_inputs() may use: torch's, Python's, and numpy's if loaded."""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed % 2**32)
+
+
 def param_digests(model: torch.nn.Module) -> list[ParamDigest]:
     digests = []
     for name, param in model.named_parameters():
@@ -105,26 +104,49 @@ def param_digests(model: torch.nn.Module) -> list[ParamDigest]:
     return digests
 
 
+def _outermost_operator(event) -> str | None:
+    """The outermost ATen operator above a profiler event (None when no operator launched it)."""
+    found, parent = None, event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith("aten::"):
+            found = parent.name
+        parent = parent.cpu_parent
+    return found
+
+
+def summarize_profile(events, elapsed_ms: float) -> Profile:
+    """Operators and kernels of one profiled call: which operator launched each kernel (its
+    launch call shares the kernel's correlation id) and how long each kernel ran on the device."""
+    device = torch.autograd.DeviceType.CUDA
+    launchers = {e.id: e for e in events if e.device_type != device and e.name.startswith("cu")}
+    kernels = [KernelTime(name=e.name, device_ms=e.time_range.elapsed_us() / 1000,
+                          operator=_outermost_operator(launchers[e.id]) if e.id in launchers else None)
+               for e in events if e.device_type == device]
+    top = {}
+    for e in events:
+        if e.name.startswith("aten::") and e.device_type != device and _outermost_operator(e) is None:
+            top[e.name] = top.get(e.name, 0.0) + e.cpu_time_total / 1000
+    return Profile(ops=sorted({e.name for e in events if e.name.startswith("aten::")}), top_op_ms=top,
+                   kernels=kernels, elapsed_ms=elapsed_ms)
+
+
 class Session:
     """One loaded model plus the problem that feeds it inputs."""
 
-    def __init__(self, job: WorkerJob, problem: types.ModuleType, model: torch.nn.Module):
+    def __init__(self, job: WorkerJob, problem: types.ModuleType, model: torch.nn.Module, buffer: CommitBuffer):
         self.job = job
         self.problem = problem
         self.model = model
+        self.buffer = buffer
         self.dtype = PRECISION_DTYPES[job.precision]
         self.held: list[torch.Tensor] = []  # what the parent may be reading: kept until the next command
-        self.kept: dict[int, list[torch.Tensor]] = {}  # outputs of sampled timed calls
-        self.timed = model  # what timing calls: the model, or torch.compile of it (reference baseline)
-        self.timing_inputs: tuple[list, list] | None = None  # made by warm_up: (originals, timed buffers)
+        self.timed_model = torch.compile(model) if job.compile_baseline else model
+        self.flush = flush_buffer() if job.device == "cuda" else None
 
-    def inputs(self, seed: int, roll: int | None = None, sizes: dict[str, int] | None = None) -> list:
+    def inputs(self, seed: int, sizes: dict[str, int] | None = None) -> list:
         with problem_sizes(self.problem, sizes):
-            torch.manual_seed(seed)
-            inputs = cast_inputs(list(self.problem_inputs()), self.job.device, self.dtype)
-        if roll is not None:
-            inputs = [rolled(t, roll) if isinstance(t, torch.Tensor) else t for t in inputs]
-        return inputs
+            seed_everything(seed)
+            return cast_inputs(self.problem_inputs(), self.job.device, self.dtype)
 
     def problem_inputs(self) -> list:
         """get_inputs() with the run's device as the default: a problem that makes its tensors
@@ -139,60 +161,58 @@ class Session:
     def synchronize(self) -> None:
         if self.job.device == "cuda":
             torch.cuda.synchronize()
+            error = cuda_ipc.pending_launch_error()
+            if error is not None:
+                raise LaunchFailed(f"a kernel launch failed ({error}); the kernel never ran")
+
+    def forward(self, model, inputs: list) -> list[torch.Tensor]:
+        with torch.no_grad():
+            output = model(*inputs)
+        self.synchronize()
+        return plain_outputs(output)
 
     def trial(self, command: Command) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Outputs for the command's inputs, and the inputs as forward left them."""
-        self.held = []  # release the last trial's tensors before making new ones
-        inputs = self.inputs(command.seed, command.roll, command.sizes)
-        with torch.no_grad():
-            output = self.model(*inputs)
-        self.synchronize()
-        outputs = plain_outputs(output)
+        self.held = []  # release the last command's tensors before making new ones
+        inputs = self.inputs(command.seed, command.sizes)
+        outputs = self.forward(self.model, inputs)
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         self.held = outputs + tensors
         return outputs, tensors
 
-    def time(self, seed: int):
-        """Time forward with fresh input values in the same buffers for every call, keeping the
-        outputs of a few randomly chosen calls so the parent can check them afterwards."""
-        self.held, self.kept = [], {}
-        if self.timing_inputs is None:
-            self.warm_up(seed)
-        originals, buffers = self.timing_inputs
-        count = min(SAMPLED_TIMED_CALLS, self.job.trials) if self.job.role == "candidate" else 0
-        sampled = set(random.SystemRandom().sample(range(self.job.trials), count))
-        timed = self.timed
-
-        def prepare(call: int) -> None:
-            for buffer, original in zip(buffers, originals):
-                if isinstance(buffer, torch.Tensor):
-                    buffer.copy_(rolled(original, call))
-
-        def after(call: int, output: object) -> None:
-            if call in sampled:
-                outputs = plain_outputs(output)
-                kept = sum(t.nbytes for ts in self.kept.values() for t in ts)
-                if not self.kept or kept + sum(t.nbytes for t in outputs) <= MAX_KEPT_BYTES:
-                    self.kept[call] = [t.clone() for t in outputs]
-
-        with torch.no_grad():
-            stats = time_forward(lambda call: timed(*buffers), self.job.device, 0, self.job.trials, prepare, after)
-        self.timing_inputs = None
-        return stats, sorted(self.kept)
-
-    def warm_up(self, seed: int) -> None:
-        """The untimed calls before timing (and torch.compile's compilation), and the timing's
-        inputs, as their own command: the parent's clock around the timed command then sees the
-        timed calls only, not the generation of inputs (seconds for large ones)."""
+    def warm_up(self, seeds: list[int]) -> None:
+        """Untimed calls (and torch.compile's compilation), each on its own inputs; the last one
+        under the profiler, so that a profiled timed call pays no first-time profiler costs."""
         self.held = []
-        originals = self.inputs(seed)
-        buffers = [t.clone() if isinstance(t, torch.Tensor) else t for t in originals]
-        self.timing_inputs = (originals, buffers)  # the model only ever sees the buffers
-        self.timed = torch.compile(self.model) if self.job.compile_baseline else self.model
-        with torch.no_grad():
-            for _ in range(self.job.warmup):
-                self.timed(*buffers)
+        for index, seed in enumerate(seeds):
+            inputs = self.inputs(seed)
+            call = lambda: self.forward(self.timed_model, inputs)  # noqa: E731
+            self.profiled(call) if index == len(seeds) - 1 else call()
+
+    def profiled(self, call) -> tuple[float, Profile]:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self.job.device == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities) as prof:
+            elapsed = time_call(call, self.flush)
+        return elapsed, summarize_profile(prof.events(), elapsed)
+
+    def timed(self, command: Command) -> tuple[float, list[torch.Tensor], Profile | None]:
+        """One timed call on inputs made from a seed learned only now."""
+        self.held = []
+        inputs = self.inputs(command.seed)
         self.synchronize()
+        holder: list = []
+
+        def call() -> None:
+            with torch.no_grad():
+                holder.append(self.timed_model(*inputs))
+
+        elapsed, profile = self.profiled(call) if command.profile else (time_call(call, self.flush), None)
+        self.synchronize()
+        outputs = plain_outputs(holder[0])
+        self.held = outputs
+        return elapsed, outputs, profile
 
     def hardware_floor(self, seed: int) -> HardwareFloor:
         """FLOPs (torch's flop counter) and the bytes of inputs and outputs, over this GPU's peaks."""
@@ -203,28 +223,11 @@ class Session:
         with torch.no_grad(), counter:
             outputs = plain_outputs(self.model(*inputs))
         moved = sum(t.nbytes for t in outputs) + sum(t.nbytes for t in inputs if isinstance(t, torch.Tensor))
-        flops_per_ms, bytes_per_ms = measure_peaks()
+        peaks = self.job.peaks or Peaks(**dict(zip(("flops_per_ms", "bytes_per_ms"), measure_peaks())))
         flops = float(counter.get_total_flops())
-        return HardwareFloor(floor_ms=max(flops / flops_per_ms, moved / bytes_per_ms), flops=flops, bytes_moved=moved,
-                             peak_flops_per_ms=flops_per_ms, peak_bytes_per_ms=bytes_per_ms)
-
-    def sample(self, index: int) -> list[torch.Tensor]:
-        self.held = self.kept.get(index, [])
-        return self.held
-
-    def profile(self, seed: int) -> Profile:
-        """The ATen operators and device kernels one forward call runs."""
-        self.held, self.kept = [], {}
-        inputs = self.inputs(seed)
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if self.job.device == "cuda":
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        with torch.no_grad(), torch.profiler.profile(activities=activities) as prof:
-            self.model(*inputs)
-            self.synchronize()
-        events = prof.events()
-        return Profile(ops=sorted({e.name for e in events if e.name.startswith("aten::")}),
-                       kernels=sorted({e.name for e in events if e.device_type == torch.autograd.DeviceType.CUDA}))
+        return HardwareFloor(floor_ms=max(flops / peaks.flops_per_ms, moved / peaks.bytes_per_ms), flops=flops,
+                             bytes_moved=moved, peak_flops_per_ms=peaks.flops_per_ms,
+                             peak_bytes_per_ms=peaks.bytes_per_ms)
 
 
 def pin_to_cpus(cpus: list[int] | None) -> None:
@@ -267,7 +270,7 @@ def load_model_class(job: WorkerJob) -> tuple[types.ModuleType, type]:
 
 def build_model(job: WorkerJob, problem: types.ModuleType, model_cls: type) -> torch.nn.Module:
     """Construct right after the same seed as the other side, so equal inits give equal weights."""
-    torch.manual_seed(job.init_seed)
+    seed_everything(job.init_seed)
     model = model_cls(*problem.get_init_inputs())
     model = model.to(job.device).to(PRECISION_DTYPES[job.precision]).eval()
     if job.device == "cuda":
@@ -275,29 +278,28 @@ def build_model(job: WorkerJob, problem: types.ModuleType, model_cls: type) -> t
     return model
 
 
+def threads_alive() -> int:
+    return threading.active_count() - 1
+
+
 def handle(conn: Connection, session: Session, command: Command) -> None:
     if command.op == "trial":
         outputs, inputs = session.trial(command)
-        send_model(conn, Reply(ok=True, outputs=[describe_tensor(t) for t in outputs],
-                               inputs=[describe_tensor(t) for t in inputs], threads_alive=threading.active_count() - 1))
-        send_tensors(conn, outputs + inputs)
-    elif command.op == "sample":
-        outputs = session.sample(command.index)
-        send_model(conn, Reply(ok=True, outputs=[describe_tensor(t) for t in outputs]))
-        send_tensors(conn, outputs)
+        refs = describe(outputs + inputs, session.buffer)  # one write: CPU tensors share the commit buffer
+        send_model(conn, Reply(ok=True, outputs=refs[:len(outputs)], inputs=refs[len(outputs):],
+                               threads_alive=threads_alive()))
     elif command.op == "warmup":
-        session.warm_up(command.seed)
+        session.warm_up(command.seeds)
         send_model(conn, Reply(ok=True))
-    elif command.op == "time":
-        stats, sampled = session.time(command.seed)
-        send_model(conn, Reply(ok=True, timing=stats, sampled=sampled, threads_alive=threading.active_count() - 1))
+    elif command.op == "timed":
+        elapsed, outputs, profile = session.timed(command)
+        send_model(conn, Reply(ok=True, elapsed_ms=elapsed, outputs=describe(outputs, session.buffer), profile=profile,
+                               threads_alive=threads_alive()))
     else:
-        floor = session.hardware_floor(command.seed) if session.job.role == "reference" and session.job.device == "cuda" else None
-        send_model(conn, Reply(ok=True, profile=session.profile(command.seed), floor=floor))
+        send_model(conn, Reply(ok=True, floor=session.hardware_floor(command.seed)))
 
 
-COMMAND_PHASES = {"trial": Phase.correctness, "warmup": Phase.timing, "sample": Phase.timing, "time": Phase.timing,
-                  "profile": Phase.profile}
+COMMAND_PHASES = {"trial": Phase.correctness, "warmup": Phase.timing, "timed": Phase.timing, "floor": Phase.profile}
 
 
 def serve(conn: Connection, session: Session) -> None:
@@ -305,38 +307,63 @@ def serve(conn: Connection, session: Session) -> None:
         command = Command.model_validate_json(conn.recv_bytes())
         if command.op == "exit":
             return
-        phase = COMMAND_PHASES[command.op]
         try:
             handle(conn, session, command)
         except NotPlainTensor as exc:
             send_model(conn, Reply(ok=False, rejected=str(exc)))
             return
         except Exception as exc:  # the candidate's exception is data for the parent
-            send_model(conn, Reply(ok=False, failure=failure(phase, exc)))
+            send_model(conn, Reply(ok=False, failure=failure(COMMAND_PHASES[command.op], exc)))
             return
 
 
-def main(job_path: str, fd: int) -> int:
-    """Called by launch.py once the worker is confined."""
-    job = WorkerJob.model_validate_json(Path(job_path).read_text())
-    conn = Connection(fd)
-    pin_to_cpus(job.cpus)
-    if job.role == "build":
-        send_model(conn, build(job))
-        return 0
-    # The reference is computed in full fp32; candidates start from the same defaults.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+def load(conn: Connection, job: WorkerJob, buffer: CommitBuffer) -> Session | None:
+    """Import, construct, and say so (with parameter digests, and for the reference the other
+    sizes candidates are checked at); None when that failed (the reply says how)."""
     phase = Phase.load
     try:
         problem, model_cls = load_model_class(job)
         phase = Phase.init
-        session = Session(job, problem, build_model(job, problem, model_cls))
+        session = Session(job, problem, build_model(job, problem, model_cls), buffer)
         params = param_digests(session.model)
     except Exception as exc:
         send_model(conn, Reply(ok=False, failure=failure(phase, exc)))
-        return 0
-    alt = alternative_sizes(problem) if job.role == "reference" else None
+        return None
+    alt = alternative_sizes(problem, job.device) if job.role == "reference" else None
     send_model(conn, Reply(ok=True, params=params, alt_sizes=alt))
-    serve(conn, session)
+    return session
+
+
+def warm_profiler(device: str) -> None:
+    """The profiler's one-time set-up (over a second the first time), done before any timing: on a
+    booting worker, while another candidate is judged."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities):
+        torch.zeros(1, device=device).add_(1)
+
+
+def main(fd: int, buffer_fd: int) -> int:
+    """Called by launch.py once the worker is confined (torch is imported here, not before)."""
+    conn = Connection(fd)
+    warm_profiler("cpu")
+    command = Command.model_validate_json(conn.recv_bytes())
+    if command.op != "job" or command.job is None:
+        return 0
+    job = command.job
+    pin_to_cpus(job.cpus)
+    if job.role == "build":
+        send_model(conn, build(job))
+        return 0
+    if job.role == "reference":
+        not_dumpable()  # other processes of this user (candidates) cannot read the expected outputs
+    # The reference is computed in full fp32; candidates start from the same defaults.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if job.device == "cuda":
+        warm_profiler("cuda")
+    session = load(conn, job, CommitBuffer(buffer_fd))
+    if session is not None:
+        serve(conn, session)
     return 0

@@ -154,17 +154,17 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
         raise _fail(f"mount {target}")
 
 
-def private_mounts(binds: list[tuple[str, str]], shm_bytes: int, proc: bool) -> None:
-    """In a fresh mount namespace: each (source, target) bind mount, seen by no one else; with
-    `proc` (as PID 1 of a fresh PID namespace), a /proc that shows this namespace's processes
-    only and a private /dev/shm."""
+def private_mounts(scratch: str, workdir: str, shm_bytes: int, proc: bool) -> None:
+    """In a fresh mount namespace, seen by no one else: a private /dev/shm, the scratch dir
+    bind-mounted at `workdir` (an empty directory the parent made, the same path for every worker,
+    so a build and its later loads see the same absolute paths), and with `proc` (as PID 1 of a
+    fresh PID namespace) a /proc that shows this namespace's processes only."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     if proc:
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        if os.path.isdir("/dev/shm"):
-            _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={shm_bytes}")
-    for source, target in binds:
-        _mount(source, target, None, MS_BIND | MS_REC)
+    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={shm_bytes}")
+    _mount(scratch, workdir, None, MS_BIND | MS_REC)
+    os.chdir(workdir)
 
 
 def die_with_parent() -> None:

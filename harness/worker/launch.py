@@ -1,16 +1,17 @@
 """A worker's first moments: confine, then become the worker.
 
-The parent starts `python -I -c BOOTSTRAP PACKAGE SPEC FD` (parent.py). Isolated mode reads no
-PYTHONPATH, no user site and not the current directory; the bootstrap loads this package from
-the directory the parent runs it from, and `main` here sets the import path to the parent's own
-(read-only under Landlock, so no worker can plant a module or a sitecustomize for another).
-Until the worker's own code takes over, only the standard library is used.
+The parent starts `python -I -c BOOTSTRAP PACKAGE SPEC CHANNEL BUFFER` (parent.py). Isolated
+mode reads no PYTHONPATH, no user site and not the current directory; the bootstrap loads this
+package from the directory the parent runs it from, and `main` here sets the import path to the
+parent's own (read-only under Landlock, so no worker can plant a module or a sitecustomize for
+another). Until the worker is confined, only the standard library is used: importing torch
+starts threads, and Landlock confines only the thread that applies it and what it starts later.
 
 Two processes: this launcher, which applies resource limits, enters the namespaces and adopts
 every orphan of the worker (a subreaper, so a double fork stays in the tree the parent kills),
-and its child, the worker, which mounts its private /proc and build dir, applies Landlock, and
-runs child.py. The worker dies with the launcher (PDEATHSIG); in a PID namespace every process
-the worker started dies with it.
+and its child, the worker, which mounts its private /tmp, /dev/shm (and /proc), applies
+Landlock, imports torch and waits for its job (child.py). The worker dies with the launcher
+(PDEATHSIG); in a PID namespace every process the worker started dies with it.
 """
 
 from __future__ import annotations
@@ -30,15 +31,17 @@ module = importlib.util.module_from_spec(spec)
 sys.modules["harness"] = module
 spec.loader.exec_module(module)
 from harness.worker.launch import main
-sys.exit(main(sys.argv[2], int(sys.argv[3])))
+sys.exit(main(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
 """
 
 
-def main(spec_path: str, fd: int) -> int:
+def main(spec_path: str, channel: int, buffer: int) -> int:
+    """`channel` -1: a probe, which only confines itself."""
     with open(spec_path) as spec_file:
-        spec = json.load(spec_file)
-    rules = spec["confinement"]
+        rules = json.load(spec_file)
     sys.path[:] = rules["python_path"]
+    if rules.get("boot_cpus"):
+        os.sched_setaffinity(0, rules["boot_cpus"])
     try:
         confine.set_limits(rules["rlimits"])
         if rules["namespaces"]:
@@ -48,9 +51,10 @@ def main(spec_path: str, fd: int) -> int:
         return _refused(exc)
     worker = os.fork()
     if worker == 0:
-        os._exit(_become_worker(rules, spec.get("job_path"), fd))
-    if fd >= 0:
-        os.close(fd)
+        os._exit(_become_worker(rules, channel, buffer))
+    for fd in (channel, buffer):
+        if fd >= 0:
+            os.close(fd)
     return _wait_for(worker)
 
 
@@ -59,23 +63,21 @@ def _refused(exc: OSError) -> int:
     return confine.CONFINE_FAILED
 
 
-def _become_worker(rules: dict, job_path: str | None, fd: int) -> int:
-    """Confine this process; then run the worker (no job: a probe of the confinement, done)."""
+def _become_worker(rules: dict, channel: int, buffer: int) -> int:
+    """Confine this process; then run the worker (no channel: a probe of the confinement, done)."""
     try:
         confine.die_with_parent()
         if rules["namespaces"]:
-            confine.private_mounts(rules["binds"], rules["shm_bytes"], proc=rules["pid_namespace"])
+            confine.private_mounts(rules["scratch"], rules["workdir"], rules["shm_bytes"], proc=rules["pid_namespace"])
         if rules["landlock_abi"]:
             confine.landlock(rules["landlock_abi"], _landlock_rules(rules))
-        if not rules["dumpable"]:
-            confine.not_dumpable()
     except OSError as exc:
         return _refused(exc)
-    if job_path is None:
+    if channel < 0:
         return 0
     from .child import main as worker_main  # torch, pydantic and, later, the candidate: all confined
 
-    return worker_main(job_path, fd)
+    return worker_main(channel, buffer)
 
 
 def _landlock_rules(rules: dict) -> list[tuple[str, int]]:

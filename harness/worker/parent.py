@@ -10,8 +10,8 @@ worker's whole process tree when it passes a limit, and every exit path kills th
 
 from __future__ import annotations
 
+import contextlib
 import enum
-import json
 import os
 import shutil
 import signal
@@ -21,20 +21,22 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 import torch
 from pydantic import BaseModel, Field
 
-from . import processes
-from .launch import BOOTSTRAP
-from .protocol import REPLY, Command, Reply, TensorRef, WorkerJob, fits, open_tensor, send_model
-from .confine import CONFINE_FAILED
 from ..records import Limits, SandboxMode
-from .sandbox import PACKAGE_DIR, PRIVATE_BUILD_DIR, SandboxPolicy, confinement, default_limits
+from . import cuda_ipc, processes
+from .confine import CONFINE_FAILED
+from .launch import BOOTSTRAP
+from .protocol import ALLOWED_DTYPES, REPLY, Command, Reply, TensorRef, WorkerJob, fits, send_model
+from .sandbox import EXTENSIONS, PACKAGE_DIR, SandboxPolicy, confinement, default_limits
 
 RUN_TOKEN_VAR = "HARNESS_RUN_TOKEN"  # set by a run on all its launchers (see schedule/plan.py)
+BUILD_CACHE_FILES = (".harness-lock", "outcome.json", ".outcome.json.*")  # the cache's own, never a worker's
 LOG_TAIL_BYTES = 16_384
 LOG_HEAD_BYTES = 1_048_576
 POLL_SLICE_S = 0.1
@@ -79,14 +81,6 @@ class WorkerStopped(Exception):
 class ConfinementFailed(Exception):
     """A worker could not be confined as the run's sandbox policy says: a harness error, never a
     candidate's verdict."""
-
-
-def worker_env(scratch: Path, extensions_dir: Path, placement: Placement) -> dict[str, str]:
-    env = dict(placement.env)
-    env.pop("PYTHONPATH", None)  # the import path is the parent's, set by the launcher
-    env.update(HOME=str(scratch), TMPDIR=str(scratch), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
-               TORCH_EXTENSIONS_DIR=str(extensions_dir))
-    return env
 
 
 def describe_exit(returncode: int) -> str:
@@ -145,49 +139,74 @@ class Watchdog:
 
 
 class Worker:
-    """A running worker process. Use as a context manager so it is always killed."""
+    """A running worker process. Use as a context manager so it is always killed.
 
-    def __init__(self, job: WorkerJob, code: str | None, extensions_dir: Path, timeout_s: float,
-                 problem_source: str = "", placement: Placement = Placement()):
-        self.timeout_s = timeout_s
-        self.gpu = placement.gpu
-        self.scratch = Path(tempfile.mkdtemp(prefix=f"harness-{job.role}-"))
-        extensions_dir.mkdir(parents=True, exist_ok=True)
-        self.confinement = confinement(placement.sandbox, self.scratch, extensions_dir, build=job.role == "build",
-                                       sees_gpu=job.device == "cuda" and job.role != "build", env=placement.env,
-                                       dumpable=job.role != "reference")
-        if self.confinement.binds:  # its own copy of the key dir, seen at the key dir's path
-            shutil.copytree(extensions_dir, self.scratch / PRIVATE_BUILD_DIR, symlinks=True)
-        job_path = self._write_job(job, code, problem_source, placement)
+    Starting one boots it: confined, torch imported, waiting. `start` then gives it its job (a
+    lane can boot the next candidate's worker while the current one is judged: schedule/lane.py).
+    With namespaces every worker builds and loads its extensions in its own scratch dir; without
+    them it needs its key dir of the build cache when it boots (`key_dir`)."""
+
+    def __init__(self, placement: Placement, *, role: str, device: str, timeout_s: float, key_dir: Path | None = None,
+                 boot_cpus: list[int] | None = None, clock: Callable[[], float] = time.monotonic):
+        """`clock` runs the deadlines (a run that freezes its workers while it times stops it meanwhile)."""
+        self.timeout_s, self.gpu, self.placement, self.clock = timeout_s, placement.gpu, placement, clock
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"harness-{role}-"))
+        self.sees_gpu = device == "cuda" and role != "build"
+        self.confinement = confinement(placement.sandbox, self.scratch, sees_gpu=self.sees_gpu, env=placement.env,
+                                       key_dir=key_dir).model_copy(update={"boot_cpus": boot_cpus})
+        self.key_dir = None if self.confinement.namespaces else key_dir
         spec_path = self.scratch / "launch.json"
-        spec_path.write_text(json.dumps({"job_path": str(job_path), "confinement": self.confinement.model_dump(mode="json")}))
+        spec_path.write_text(self.confinement.model_dump_json())
         self.log = tempfile.TemporaryFile()  # unlinked: the worker cannot swap it for a FIFO or a link
+        self.buffer = os.memfd_create("harness-commit")  # the worker writes its CPU tensors here
         parent_sock, child_sock = socket.socketpair()
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec_path), str(child_sock.fileno())],
-            pass_fds=[child_sock.fileno()], stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-            cwd=self.scratch, env=worker_env(self.scratch, extensions_dir, placement), start_new_session=True,
+            [sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec_path), str(child_sock.fileno()),
+             str(self.buffer)], pass_fds=[child_sock.fileno(), self.buffer], stdin=subprocess.DEVNULL,
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.scratch, env=self._env(), start_new_session=True,
         )
         child_sock.close()
         self.conn = Connection(parent_sock.detach())
         self._reaping = threading.Lock()  # the launcher's pid stays ours until kill() reaps it
-        watched = [self.scratch] + ([extensions_dir] if job.role == "build" else [])
-        self.watchdog = Watchdog(self.process.pid, watched, placement.sandbox.limits, self._kill_tree) \
+        self.watchdog = Watchdog(self.process.pid, [self.scratch], placement.sandbox.limits, self._kill_tree) \
             if placement.sandbox.mode is not SandboxMode.off else None
 
-    def _write_job(self, job: WorkerJob, code: str | None, problem_source: str, placement: Placement) -> Path:
-        """The worker's own copies of the problem and the code (a candidate that rewrites the
-        files it came from changes nothing for this run), and its job."""
-        update: dict = {"cpus": placement.cpus} if placement.cpus else {}
-        if problem_source:
-            (self.scratch / "problem.py").write_text(problem_source)
-            update["problem_path"] = str(self.scratch / "problem.py")
+    def _env(self) -> dict[str, str]:
+        env = dict(self.placement.env)
+        env.pop("PYTHONPATH", None)  # the import path is the parent's, set by the launcher
+        workdir = self.confinement.workdir
+        env.update(HOME=workdir, TMPDIR=workdir, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
+                   TORCH_EXTENSIONS_DIR=str(self.key_dir) if self.key_dir else self.confinement.extensions_dir)
+        return env
+
+    @property
+    def extensions(self) -> Path:
+        """Where (as this process sees it) the worker builds its extensions."""
+        return self.key_dir or self.scratch / EXTENSIONS
+
+    def start(self, job: WorkerJob, code: str | None, problem_source: str, key_dir: Path | None = None) -> None:
+        """Hand the worker its job: its own copies of the problem and the code (a candidate that
+        rewrites the files it came from changes nothing for this run) and, with namespaces, a
+        copy of its key dir's builds (taken under the key's lock)."""
+        if key_dir is not None and self.key_dir is None and key_dir.is_dir():
+            shutil.copytree(key_dir, self.extensions, symlinks=True, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns(*BUILD_CACHE_FILES))
+        workdir = self.confinement.workdir
+        update: dict = {"cpus": self.placement.cpus} if self.placement.cpus else {}
+        (self.scratch / "problem.py").write_text(problem_source)
+        update["problem_path"] = f"{workdir}/problem.py"
         if code is not None:
             (self.scratch / "candidate.py").write_text(code)
-            update["candidate_path"] = str(self.scratch / "candidate.py")
-        job_path = self.scratch / "job.json"
-        job_path.write_text(job.model_copy(update=update).model_dump_json())
-        return job_path
+            update["candidate_path"] = f"{workdir}/candidate.py"
+        try:
+            send_model(self.conn, Command(op="job", job=job.model_copy(update=update)))
+        except OSError:
+            pass  # it died while booting: the reply to come says how
+
+    @property
+    def pid(self) -> int:
+        """The launcher's: the root of the worker's process tree."""
+        return self.process.pid
 
     @property
     def protections(self) -> list[str]:
@@ -248,13 +267,13 @@ class Worker:
 
     def _wait_readable(self, phase: str, timeout_s: float | None = None) -> None:
         timeout_s = timeout_s or self.timeout_s
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock() + timeout_s
         # Slices rather than one long poll: a dead worker whose children still hold the socket
         # would otherwise look alive until the deadline.
         while not self.conn.poll(POLL_SLICE_S):
             if self._exit_status() is not None and not self.conn.poll(0):
                 raise self._died(phase)
-            if time.monotonic() > deadline:
+            if self.clock() > deadline:
                 raise self._stopped(StopReason.deadline, f"no answer within {timeout_s:g} s during {phase}; killed")
 
     def _recv(self, phase: str, timeout_s: float | None = None) -> bytes:
@@ -284,20 +303,42 @@ class Worker:
                                 f"worker answered {command.op} with the wrong kind of message during {phase}")
         return reply
 
-    def open_outputs(self, refs: list[TensorRef], phase: str) -> list[torch.Tensor]:
-        tensors = []
-        for ref in refs:
-            if ref.device == "cpu":
-                self._wait_readable(phase)
-            elif self.gpu is not None:
-                # It sees only its own GPU, as device 0; here that GPU has another number.
-                ref = ref.model_copy(update={"cuda_device": self.gpu if ref.cuda_device == 0 else -1})
+    @contextlib.contextmanager
+    def reading(self, refs: list[TensorRef], phase: str) -> Iterator[list[torch.Tensor]]:
+        """The worker's tensors, read in place: CUDA ones mapped from its allocations (valid only
+        inside this block: the worker holds them until its next command), CPU ones copied out of
+        its commit buffer."""
+        mappings: list[cuda_ipc.Mapping] = []
+        try:
             try:
-                tensors.append(open_tensor(self.conn, ref))
-            except (EOFError, OSError, ValueError, RuntimeError) as exc:
+                tensors = [self._read(ref, mappings) for ref in refs]
+            except (ValueError, RuntimeError, OSError) as exc:
                 raise self._stopped(StopReason.broke_protocol,
-                                    f"worker sent an unreadable output during {phase}: {exc}") from None
-        return tensors
+                                    f"worker sent an unreadable tensor during {phase}: {exc}") from None
+            yield tensors
+            del tensors  # nothing may keep a view of memory that is about to be unmapped
+        finally:
+            for mapping in mappings:
+                mapping.close()
+
+    def _read(self, ref: TensorRef, mappings: list) -> torch.Tensor:
+        dtype = ALLOWED_DTYPES.get(ref.dtype)
+        if dtype is None:
+            raise ValueError(f"unsupported dtype {ref.dtype}")
+        span = ref.span_bytes
+        if ref.device == "cpu":
+            data = os.pread(self.buffer, span, ref.offset)
+            if len(data) != span:
+                raise ValueError("a CPU tensor runs past the worker's commit buffer")
+            raw = torch.frombuffer(bytearray(data), dtype=torch.uint8) if span else torch.empty(0, dtype=torch.uint8)
+        else:
+            if ref.ipc_handle is None:
+                raise ValueError("a CUDA tensor without an IPC handle")
+            mappings.append(cuda_ipc.Mapping(ref.ipc_handle, self.gpu if self.gpu is not None else 0))
+            raw = mappings[-1].bytes(ref.offset, span)
+        element = dtype.itemsize
+        storage = raw[: span - span % element].view(dtype) if span else torch.empty(0, dtype=dtype, device=raw.device)
+        return storage.as_strided(ref.shape, ref.stride, ref.storage_offset)
 
     def _kill_tree(self) -> None:
         with self._reaping:
@@ -323,4 +364,5 @@ class Worker:
         self.kill()
         self.conn.close()
         self.log.close()
+        os.close(self.buffer)
         shutil.rmtree(self.scratch, ignore_errors=True)

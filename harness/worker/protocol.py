@@ -2,28 +2,40 @@
 
 The parent validates every message with pydantic and never unpickles anything a worker sends,
 so a candidate that writes to the channel can at worst send a malformed message (read as a
-crash), not run code in the parent. Tensors cross without copies where possible: CUDA tensors
-as IPC handles (the worker keeps them alive until told to release), CPU tensors as
-`torch.save` bytes read back with `weights_only=True`.
+crash), not run code in the parent. Tensors never travel through the channel: CUDA tensors are
+described by the IPC handle of their allocation (cuda_ipc.py), CPU tensors are written into a
+memory file the parent created and handed to the worker (its commit buffer), which the parent
+reads with pread (never mapped: a worker that shrinks the file cannot fault the parent).
+
+A worker's life: `job` (load the model; a warm worker waits for it already confined, torch
+imported), then any number of `trial`, `warmup`, `timed` and `floor` commands, then `exit`.
 """
 
 from __future__ import annotations
 
-import base64
-import io
+import ctypes
+import os
 from multiprocessing.connection import Connection
 from typing import Literal
 
 import torch
 from pydantic import BaseModel, TypeAdapter
 
-from ..records import Device, Phase, Precision, TimingStats
+from ..records import Device, Phase, Precision
+from . import cuda_ipc
 
 ALLOWED_DTYPES = {
     str(d).removeprefix("torch."): d
     for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
               torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64)
 }
+
+
+class Peaks(BaseModel):
+    """What this GPU really reaches: measured once per device, handed to later reference workers."""
+
+    flops_per_ms: float
+    bytes_per_ms: float
 
 
 class WorkerJob(BaseModel):
@@ -34,18 +46,18 @@ class WorkerJob(BaseModel):
     precision: Precision
     init_seed: int
     compile_baseline: bool = False  # reference only: time torch.compile(model)
-    warmup: int
-    trials: int
     shrink: bool = False  # run at reduced input sizes (quick checks of the problems themselves)
     cpus: list[int] | None = None  # the cores to pin to (builds and lanes keep apart on a GPU run)
+    peaks: Peaks | None = None  # reference on a GPU: this device's peak rates, when already measured
 
 
 class Command(BaseModel):
-    op: Literal["trial", "warmup", "time", "sample", "profile", "exit"]
-    seed: int = 0
-    roll: int | None = None  # trial: the inputs as timed call `roll` saw them (see child.rolled)
+    op: Literal["job", "trial", "warmup", "timed", "floor", "exit"]
+    job: WorkerJob | None = None  # job: what to load
+    seed: int = 0  # trial, timed, floor: the inputs are the problem's get_inputs() after this seed
+    seeds: list[int] = []  # warmup: one untimed call per seed
     sizes: dict[str, int] | None = None  # trial: other values for the problem's input-size constants
-    index: int = 0  # sample: which kept timed-call output
+    profile: bool = False  # timed: run this call under the profiler
 
 
 class Failure(BaseModel):
@@ -65,21 +77,44 @@ class ParamDigest(BaseModel):
 
 
 class TensorRef(BaseModel):
+    """Where a worker's tensor can be read: its layout, and either the IPC handle of its CUDA
+    allocation or its place in the worker's commit buffer."""
+
     dtype: str
     shape: list[int]
     stride: list[int]
     storage_offset: int
     device: Literal["cpu", "cuda"]
-    # CUDA only: what UntypedStorage._new_shared_cuda needs, bytes as base64.
-    cuda_device: int | None = None
-    ipc: list[str | int | bool | None] | None = None
+    ipc_handle: str | None = None  # cuda: the allocation's IPC handle, hex
+    offset: int = 0  # bytes: from the allocation's start (cuda) or the buffer's (cpu) to the storage's
+
+    @property
+    def span_bytes(self) -> int:
+        """Bytes from the storage's start to the tensor's last element, inclusive."""
+        element = ALLOWED_DTYPES[self.dtype].itemsize if self.dtype in ALLOWED_DTYPES else 1
+        if not self.shape or 0 in self.shape:
+            return (self.storage_offset + 1) * element if not self.shape else 0
+        last = self.storage_offset + sum((size - 1) * step for size, step in zip(self.shape, self.stride))
+        return (last + 1) * element
+
+
+class KernelTime(BaseModel):
+    """One device kernel of a profiled call, and the ATen operator that launched it (None: none
+    did, the candidate's own extension or Triton launched it)."""
+
+    name: str
+    device_ms: float
+    operator: str | None = None
 
 
 class Profile(BaseModel):
-    """What one forward call ran: ATen operators and device kernels, by name."""
+    """What one forward call ran: the ATen operators (outermost ones with their CPU time), the
+    device kernels with their device time, and the call's own duration."""
 
-    ops: list[str]
-    kernels: list[str]
+    ops: list[str]  # every ATen operator called, by name
+    top_op_ms: dict[str, float] = {}  # operators not called by another operator: their CPU time, children included
+    kernels: list[KernelTime] = []
+    elapsed_ms: float = 0.0
 
 
 class HardwareFloor(BaseModel):
@@ -101,20 +136,19 @@ class Reply(BaseModel):
     failure: Failure | None = None
     rejected: str | None = None  # outputs that are not plain tensors
     params: list[ParamDigest] | None = None
-    alt_sizes: dict[str, int] | None = None  # reference: other input sizes to check candidates at
+    alt_sizes: list[dict[str, int]] | None = None  # reference: other input sizes to check candidates at
     outputs: list[TensorRef] | None = None
     inputs: list[TensorRef] | None = None  # trial: the inputs after forward, to catch mutation
-    timing: TimingStats | None = None
-    sampled: list[int] | None = None  # time: the timed calls whose outputs are kept for checking
-    profile: Profile | None = None
-    floor: HardwareFloor | None = None  # reference profile on a GPU
+    elapsed_ms: float | None = None  # timed: the worker's own clock around forward
+    profile: Profile | None = None  # timed with profile
+    floor: HardwareFloor | None = None
     threads_alive: int = 0  # Python threads besides the main one after the command
 
 
 REPLY = TypeAdapter(Reply)
 # What a successful reply to each command must carry; anything else is a broken (or forged) message.
-REQUIRED_FIELDS = {"trial": ("outputs", "inputs"), "warmup": (), "time": ("timing", "sampled"), "sample": ("outputs",),
-                   "profile": ("profile",)}
+REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs"), "warmup": (), "timed": ("elapsed_ms", "outputs"),
+                   "floor": ("floor",)}
 
 
 def fits(command: Command, reply: Reply) -> bool:
@@ -125,55 +159,44 @@ def send_model(conn: Connection, message: BaseModel) -> None:
     conn.send_bytes(message.model_dump_json().encode())
 
 
-def _b64(value: bytes | None) -> str | None:
-    return None if value is None else base64.b64encode(value).decode()
+class CommitBuffer:
+    """Worker side: the memory file the parent handed over, where CPU tensors are written before
+    the reply that describes them."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def write(self, tensors: list[torch.Tensor]) -> list[TensorRef]:
+        refs, offset = [], 0
+        contiguous = [t.detach().contiguous() for t in tensors]
+        total = sum(t.nbytes for t in contiguous)
+        if os.fstat(self.fd).st_size < total:
+            os.ftruncate(self.fd, total)
+        for tensor in contiguous:
+            if tensor.nbytes:
+                os.pwrite(self.fd, _as_bytes(tensor), offset)
+            refs.append(TensorRef(dtype=str(tensor.dtype).removeprefix("torch."), shape=list(tensor.shape),
+                                  stride=list(tensor.stride()), storage_offset=0, device="cpu", offset=offset))
+            offset += tensor.nbytes
+        return refs
 
 
-def _unb64(value: str | int | bool | None) -> bytes | None:
-    return None if value is None else base64.b64decode(str(value))
+def _as_bytes(tensor: torch.Tensor) -> memoryview:
+    """A contiguous CPU tensor's bytes, without a copy and without numpy (torch does not need it)."""
+    return memoryview((ctypes.c_ubyte * tensor.nbytes).from_address(tensor.data_ptr()))
 
 
-def describe_tensor(tensor: torch.Tensor) -> TensorRef:
-    """Worker side: a reference to a tensor the parent can open. CPU data follows separately."""
-    ref = TensorRef(
-        dtype=str(tensor.dtype).removeprefix("torch."), shape=list(tensor.shape), stride=list(tensor.stride()),
-        storage_offset=tensor.storage_offset(), device="cuda" if tensor.is_cuda else "cpu",
-    )
-    if tensor.is_cuda:
-        device, handle, size, offset, ref_handle, ref_offset, event, event_sync = tensor.untyped_storage()._share_cuda_()
-        ref.cuda_device = device
-        ref.ipc = [_b64(handle), size, offset, _b64(ref_handle), ref_offset, _b64(event), event_sync]
-    return ref
-
-
-def send_tensors(conn: Connection, tensors: list[torch.Tensor]) -> None:
+def describe(tensors: list[torch.Tensor], buffer: CommitBuffer) -> list[TensorRef]:
+    """Worker side: refs the parent can read. CPU tensors are written to the commit buffer now."""
+    cpu = [t for t in tensors if not t.is_cuda]
+    written = iter(buffer.write(cpu)) if cpu else iter(())
+    refs = []
     for tensor in tensors:
-        if not tensor.is_cuda:
-            buffer = io.BytesIO()
-            torch.save(tensor.detach().contiguous(), buffer)
-            conn.send_bytes(buffer.getvalue())
-
-
-def open_tensor(conn: Connection, ref: TensorRef) -> torch.Tensor:
-    """Parent side: materialise a tensor a worker described (CPU data is read from `conn`)."""
-    dtype = ALLOWED_DTYPES.get(ref.dtype)
-    if dtype is None:
-        raise ValueError(f"unsupported output dtype {ref.dtype}")
-    if ref.device == "cpu":
-        tensor = torch.load(io.BytesIO(conn.recv_bytes()), weights_only=True)
-        if type(tensor) is not torch.Tensor or tensor.dtype != dtype or list(tensor.shape) != ref.shape:
-            raise ValueError("CPU tensor payload does not match its description")
-        return tensor
-    if ref.ipc is None or ref.cuda_device is None:
-        raise ValueError("CUDA tensor without an IPC handle")
-    torch.cuda.init()  # opening an IPC handle in a process without a CUDA context crashes it
-    if not 0 <= ref.cuda_device < torch.cuda.device_count():
-        raise ValueError("CUDA tensor on a GPU the worker was not given")
-    handle, size, offset, ref_handle, ref_offset, event, event_sync = ref.ipc
-    storage = torch.UntypedStorage._new_shared_cuda(
-        ref.cuda_device, _unb64(handle), int(size), int(offset), _unb64(ref_handle), int(ref_offset),
-        _unb64(event), bool(event_sync),
-    )
-    return torch.empty((0,), dtype=dtype, device=f"cuda:{ref.cuda_device}").set_(
-        storage, ref.storage_offset, ref.shape, ref.stride
-    )
+        if tensor.is_cuda:
+            handle, offset = cuda_ipc.export(tensor)
+            refs.append(TensorRef(dtype=str(tensor.dtype).removeprefix("torch."), shape=list(tensor.shape),
+                                  stride=list(tensor.stride()), storage_offset=tensor.storage_offset(), device="cuda",
+                                  ipc_handle=handle, offset=offset))
+        else:
+            refs.append(next(written))
+    return refs

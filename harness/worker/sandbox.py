@@ -33,8 +33,11 @@ from . import confine
 PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the harness package the parent runs
 SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/sys", "/proc", "/nix")
 MIN_STRICT_ABI = 6  # filesystem, TCP and scoping of signals and abstract sockets
-SHM_BYTES = 1 << 30  # a private /dev/shm (PID-namespaced workers)
-PRIVATE_BUILD_DIR = "build"  # in an evaluating worker's scratch: its copy of its key dir
+SHM_BYTES = 1 << 30  # a worker's private /dev/shm
+# Where every namespaced worker sees its scratch dir: an empty directory of this user's that only
+# ever serves as a mount point (each worker mounts its own scratch there, in its own namespace).
+CANONICAL_SCRATCH = f"/tmp/harness-worker-{os.getuid()}"
+EXTENSIONS = "ext"  # in the scratch dir: torch's extension builds (TORCH_EXTENSIONS_DIR)
 
 
 def default_limits() -> Limits:
@@ -77,16 +80,28 @@ class SandboxUnavailable(Exception):
     """--sandbox strict on a kernel that lacks what it needs."""
 
 
+def mount_point() -> str:
+    """Make (once) and check the canonical scratch path: a real directory, ours, not a link."""
+    try:
+        os.mkdir(CANONICAL_SCRATCH, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(CANONICAL_SCRATCH)
+    if not os.path.isdir(CANONICAL_SCRATCH) or os.path.islink(CANONICAL_SCRATCH) or info.st_uid != os.getuid():
+        raise OSError(f"{CANONICAL_SCRATCH} is not a directory of this user's; remove it")
+    return CANONICAL_SCRATCH
+
+
 def works(rules: Confinement) -> bool:
     """Whether a launcher can apply these rules here: a real launcher, asked only to confine itself."""
     from .launch import BOOTSTRAP
 
     with tempfile.TemporaryDirectory(prefix="harness-probe-") as scratch:
         spec = Path(scratch) / "launch.json"
-        spec.write_text(json.dumps({"confinement": rules.model_dump(mode="json")}))
-        done = subprocess.run([sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec), "-1"], cwd=scratch,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=60)
+        spec.write_text(json.dumps(rules.model_copy(update={"scratch": scratch}).model_dump(mode="json")))
+        done = subprocess.run([sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec), "-1", "-1"],
+                              cwd=scratch, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=60)
     return done.returncode == 0
 
 
@@ -96,7 +111,11 @@ def decide_policy(mode: SandboxMode, limits: Limits) -> SandboxPolicy:
     if mode is SandboxMode.off:
         return SandboxPolicy(mode=mode, limits=limits)
     abi = confine.landlock_abi()
-    namespaces = works(Confinement(namespaces=True, pid_namespace=True, python_path=python_path()))
+    try:
+        namespaces = works(Confinement(namespaces=True, pid_namespace=True, workdir=mount_point(),
+                                       python_path=python_path()))
+    except OSError:
+        namespaces = False
     if mode is SandboxMode.strict and (abi < MIN_STRICT_ABI or not namespaces):
         lacking = [what for what, ok in ((f"Landlock ABI {MIN_STRICT_ABI} or newer (this kernel: {abi or 'none'})",
                                           abi >= MIN_STRICT_ABI), ("user namespaces", namespaces)) if not ok]
@@ -112,14 +131,19 @@ class Confinement(BaseModel):
     landlock_abi: int = 0  # 0: no Landlock
     namespaces: bool = False
     pid_namespace: bool = False
+    scratch: str = ""  # the scratch dir as the parent sees it
+    workdir: str = ""  # ... and as the worker sees it (CANONICAL_SCRATCH with namespaces)
     read: list[str] = []
     write: list[str] = []
     device: list[str] = []  # usable device nodes (read, write, ioctl), nothing created
-    binds: list[tuple[str, str]] = []  # (source, target) bind mounts: a private copy of the key dir
     rlimits: dict[str, int] = {}
     python_path: list[str] = []  # the parent's import path: the worker imports what the parent imports
-    dumpable: bool = True
     shm_bytes: int = SHM_BYTES
+    boot_cpus: list[int] | None = None  # cores to boot on (a worker booted ahead keeps off the timed ones)
+
+    @property
+    def extensions_dir(self) -> str:
+        return f"{self.workdir}/{EXTENSIONS}"
 
     def protections(self) -> list[str]:
         """What this worker actually had, by name (recorded with its result)."""
@@ -129,7 +153,7 @@ class Confinement(BaseModel):
             names += ["landlock_network"] if self.landlock_abi >= 4 else []
             names += ["landlock_scoped_signals"] if self.landlock_abi >= 6 else []
         if self.namespaces:
-            names += ["user_namespace", "network_namespace"] + (["private_build_dir"] if self.binds else [])
+            names += ["user_namespace", "network_namespace", "private_build_dir", "private_tmp"]
         names += ["pid_namespace"] if self.pid_namespace else []
         names += ["resource_limits"] if self.rlimits else []
         return names
@@ -157,23 +181,23 @@ def python_path() -> list[str]:
     return _existing(os.path.abspath(p) for p in sys.path if p)
 
 
-def confinement(policy: SandboxPolicy, scratch: Path, key_dir: Path, *, build: bool, sees_gpu: bool,
-                env: dict[str, str], dumpable: bool) -> Confinement:
-    """The rules for one worker. A build worker writes its key dir; an evaluating worker gets a
-    private copy of it at the same path (with namespaces), or the key dir itself (without)."""
-    limits = policy.limits
+def confinement(policy: SandboxPolicy, scratch: Path, *, sees_gpu: bool, env: dict[str, str],
+                key_dir: Path | None = None) -> Confinement:
+    """The rules for one worker. With namespaces every worker works in its scratch dir seen at
+    CANONICAL_SCRATCH, builds included (their extensions are copied into the cache by the parent),
+    so no worker writes the build cache. Without them a worker builds in, or loads from, the key
+    dir it must be given here (`key_dir`), and may write there."""
+    base = Confinement(scratch=str(scratch), workdir=str(scratch), python_path=python_path())
     if policy.mode is SandboxMode.off:
-        return Confinement(python_path=python_path(), dumpable=dumpable)
+        return base
+    limits = policy.limits
     rlimits = {"RLIMIT_FSIZE": limits.file_size, "RLIMIT_NOFILE": limits.open_files, "RLIMIT_CORE": 0}
     if policy.namespaces:
         rlimits["RLIMIT_NPROC"] = limits.processes * 8  # threads count too; the watchdog counts processes
-    private = policy.namespaces and not build  # at the key dir's path, after the bind mount: the copy
-    write = [str(scratch), str(key_dir)]
-    if sees_gpu:
-        write.append("/dev/shm")  # torch's CUDA IPC reference counts live there, shared with the parent
-    return Confinement(
-        landlock_abi=policy.landlock_abi, namespaces=policy.namespaces,
-        pid_namespace=policy.namespaces and not sees_gpu, read=readable_paths(env), write=write,
-        device=["/dev"], binds=[(str(scratch / PRIVATE_BUILD_DIR), str(key_dir))] if private else [],
-        rlimits=rlimits, python_path=python_path(), dumpable=dumpable,
-    )
+        workdir, write = CANONICAL_SCRATCH, [CANONICAL_SCRATCH, "/dev/shm"]
+    else:
+        workdir, write = str(scratch), [str(scratch)] + ([str(key_dir)] if key_dir else [])
+    return base.model_copy(update={
+        "landlock_abi": policy.landlock_abi, "namespaces": policy.namespaces,
+        "pid_namespace": policy.namespaces and not sees_gpu, "workdir": workdir, "read": readable_paths(env),
+        "write": write, "device": ["/dev"], "rlimits": rlimits})

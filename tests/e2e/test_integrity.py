@@ -1,5 +1,6 @@
-"""Candidates that cheat never score: one test candidate per threat that exists on CPU.
-(GPU-only threats, side streams and device-kernel fallbacks, are in test_gpu.py.)"""
+"""Candidates that cheat never score: one test candidate per threat that exists on CPU, each
+either rejected or held to its honest speed. (GPU-only threats, side streams and device-kernel
+fallbacks, are in tests/gpu/.)"""
 
 import json
 
@@ -25,13 +26,21 @@ EXPECTED = {
     "tiny_relu/forged_timing.py": ("ok", "timing_disagrees"),
     "tiny_relu/forged_channel.py": ("crash", None),
     "tiny_relu/snoop.py": ("mismatch", None),
+    # timing: what the worker could once predict, choose or fake
+    "tiny_relu/lazy_fixup.py": ("rejected", "inconsistent_when_timed"),
+    "tiny_relu/roll_cache.py": ("ok", None),
+    "tiny_mse/cached_scalar.py": ("ok", None),
+    "tiny_mse/honest_mse.py": ("ok", None),
+    "tiny_relu/profiler_aware.py": (None, None),  # rejected, or at the reference's own speed: see below
+    "tiny_linear/matmul_as_conv.py": ("rejected", "reference_fallback"),
+    "tiny_relu/glue_ops.py": ("ok", None),
 }
 
 
 def run(tmp_path, *extra):
     out = tmp_path / "out"
     assert main(["eval", str(DATA / "integrity"), "--problems", str(DATA / "problems"), "--out", str(out),
-                 "--device", "cpu", "--trials", "50", "--timeout", "30", "--db", str(tmp_path / "h.db"),
+                 "--device", "cpu", "--timeout", "30", "--db", str(tmp_path / "h.db"),
                  "--build-dir", str(tmp_path / "build"), *extra]) == 0
     return {r["candidate"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
 
@@ -42,7 +51,9 @@ def judged(tmp_path_factory):
 
 
 def test_every_trick_is_caught(judged):
-    assert {name: r["status"] for name, r in judged.items()} == {name: s for name, (s, _) in EXPECTED.items()}
+    assert set(judged) == set(EXPECTED)
+    assert {name: r["status"] for name, r in judged.items() if EXPECTED[name][0]} == \
+        {name: s for name, (s, _) in EXPECTED.items() if s}
     for name, (_, flag) in EXPECTED.items():
         if flag:
             assert flag in judged[name]["flags"], (name, judged[name]["flags"])
@@ -62,7 +73,7 @@ def test_patched_clocks_and_background_load_do_not_change_the_numbers(judged):
     honest = judged["tiny_relu/honest_twin.py"]["speedup"]
     for name in ("tiny_relu/patched_clock.py", "tiny_relu/threads.py"):
         assert judged[name]["timing"]["median_ms"] >= 2.0
-        assert 0.7 < judged[name]["speedup"] / honest < 1.4, name
+        assert 0.3 < judged[name]["speedup"] / honest < 1.4, name  # no gain; a busy thread slows its own calls
 
 
 def test_forged_timings_gain_nothing(judged):
@@ -72,7 +83,33 @@ def test_forged_timings_gain_nothing(judged):
 
 
 def test_honest_candidates_carry_no_flags(judged):
-    assert judged["tiny_relu/honest_twin.py"]["flags"] == []
+    for name in ("tiny_relu/honest_twin.py", "tiny_relu/glue_ops.py", "tiny_mse/honest_mse.py", "tiny_relu/roll_cache.py"):
+        assert judged[name]["flags"] == [], (name, judged[name]["flags"], judged[name]["evidence"])
+
+
+def test_caches_of_predictable_inputs_gain_nothing(judged):
+    """Fresh input values on every timed call: a cache keyed by a roll of an earlier input, or by
+    a roll-invariant signature, never hits; each cheat runs at its honest speed."""
+    for cheat, honest in (("tiny_relu/roll_cache.py", "tiny_relu/honest_twin.py"),
+                          ("tiny_mse/cached_scalar.py", "tiny_mse/honest_mse.py")):
+        assert judged[cheat]["timing"]["median_ms"] >= 2.0, cheat  # it did the work on every call
+        assert 0.6 < judged[cheat]["speedup"] / judged[honest]["speedup"] < 1.6, cheat
+
+
+def test_a_candidate_that_tells_the_profiler_apart_gains_nothing(judged):
+    """Watched, it runs its own arithmetic; unwatched, the reference's operator. Caught when its
+    watched path is slower than the profiler explains; otherwise it runs at the reference's own
+    speed: calling the reference cannot beat it (docs/threat-model.md)."""
+    aware = judged["tiny_relu/profiler_aware.py"]
+    assert aware["status"] == "rejected" or aware["speedup"] < 1.3, (aware["status"], aware["speedup"])
+    assert "reference_fallback" in judged["tiny_linear/matmul_as_conv.py"]["flags"]
+    assert "library convolution" in " ".join(judged["tiny_linear/matmul_as_conv.py"]["evidence"])
+
+
+def test_every_timing_says_how_many_calls_and_why_it_stopped(judged):
+    timing = judged["tiny_relu/honest_twin.py"]["timing"]
+    assert timing["n"] >= 5 and timing["stopped"] in ("converged", "time_budget", "max_trials")
+    assert timing["ci_low_ms"] <= timing["median_ms"] <= timing["ci_high_ms"]
 
 
 def test_strict_shapes_turns_the_flag_into_a_mismatch(tmp_path):
@@ -161,3 +198,26 @@ def test_a_precision_downcast_fails_the_fp32_tolerance_and_shows_the_error_size(
                  "--trials", "3", "--db", str(tmp_path / "h.db")]) == 0
     (result,) = map(json.loads, (out / "results.jsonl").read_text().splitlines())
     assert result["status"] == "mismatch" and result["max_abs_err"] > 1e-3
+
+
+def test_honest_kernels_get_no_flag_when_both_cores_are_busy(tmp_path):
+    """Two busy loops beside the run (this machine has two cores): the wall-clock bound must leave
+    honest candidates alone."""
+    import subprocess
+    import sys
+
+    hogs = [subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 600\nwhile time.time() < end: pass"])
+            for _ in range(2)]
+    try:
+        folder = tmp_path / "c" / "tiny_relu"
+        folder.mkdir(parents=True)
+        for name in ("honest_twin.py", "glue_ops.py", "patched_clock.py"):
+            (folder / name).write_text((DATA / "integrity" / "tiny_relu" / name).read_text())
+        out = tmp_path / "out"
+        assert main(["eval", str(tmp_path / "c"), "--problems", str(DATA / "problems"), "--out", str(out),
+                     "--device", "cpu", "--db", str(tmp_path / "h.db")]) == 0
+    finally:
+        for hog in hogs:
+            hog.kill()
+    for result in map(json.loads, (out / "results.jsonl").read_text().splitlines()):
+        assert result["status"] == "ok" and result["flags"] == [], (result["candidate"], result["flags"], result["evidence"])

@@ -1,9 +1,13 @@
-"""Scheduling end to end: a CPU run times nothing while a build runs, bad scale options are usage
+"""Scheduling end to end: a CPU run freezes its other workers while it times, bad scale options are usage
 errors, and a run gives the same verdicts however it is spread out (locally or on Ray)."""
 
+import contextlib
 import importlib.util
 import json
 import os
+import shutil
+import time
+from pathlib import Path
 
 import pytest
 
@@ -14,33 +18,66 @@ from harness.inputs.problems import discover_problems
 from harness.records import EvalConfig, HostEnv, SandboxMode, Status
 from harness.schedule.local import Pipeline
 from harness.schedule.plan import RunPlan, plan_resources
+from harness.schedule.quiet import QuietGate
+from harness.worker import processes
 from harness.worker.sandbox import decide_policy, default_limits
 from tests.support import DATA, EXPECTED, eval_args
 
 
-def test_cpu_run_times_nothing_while_a_build_runs(tmp_path):
-    """On the CPU the CPU is what is timed: the first evaluation waits for the last build."""
+def process_state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None  # gone
+
+
+def stopped_soon(pid: int) -> bool:
+    """SIGSTOP lands asynchronously: give it a moment."""
+    deadline = time.monotonic() + 1.0
+    while process_state(pid) not in ("T", "t", None) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return process_state(pid) in ("T", "t", None)
+
+
+def test_cpu_run_freezes_every_other_worker_while_it_times(tmp_path, monkeypatch):
+    """On the CPU the CPU is what is timed: a build (and the next worker booting) runs beside an
+    evaluation, but every other process of the run is stopped while a model is timed, and resumed."""
+    (tmp_path / "c" / "tiny_relu").mkdir(parents=True)
+    shutil.copy(DATA / "candidates" / "tiny_relu" / "ok_cpp.py", tmp_path / "c" / "tiny_relu")
+    shutil.copy(DATA / "integrity" / "tiny_relu" / "honest_twin.py", tmp_path / "c" / "tiny_relu")
     problems = [p for p in discover_problems(DATA / "problems") if p.id == "tiny_relu"]
-    candidates = [c for c in discover_candidates(DATA / "candidates", problems)
-                  if c.rel_path in ("tiny_relu/ok_cpp.py", "tiny_relu/mismatch.py")]
+    candidates = discover_candidates(tmp_path / "c", problems)
+    windows, real_quiet = [], QuietGate.quiet
+
+    @contextlib.contextmanager
+    def watched(gate, timed):
+        with real_quiet(gate, timed):
+            spared = set(timed).union(*(processes.descendants(pid) for pid in timed))
+            others = [pid for launcher in processes.find_with_environment(gate.marker)
+                      for pid in (launcher, *processes.descendants(launcher)) if pid not in spared]
+            windows.append({pid: stopped_soon(pid) for pid in others})
+            yield
+
+    monkeypatch.setattr(QuietGate, "quiet", watched)
     config = EvalConfig(device="cpu", trials=3, correctness_trials=1, timeout_s=20)
-    resources = plan_resources("cpu", None, None)
-    builds_done_when_judged = {}
     host = HostEnv.from_environ(os.environ, str(tmp_path))
     sandbox = decide_policy(SandboxMode.auto, default_limits())
-    plan = RunPlan(problems, config, "run", BuildCache(tmp_path, toolchain("cpu", [], host)), resources, host, sandbox)
+    plan = RunPlan(problems, config, "run", BuildCache(tmp_path / "b", toolchain("cpu", [], host)),
+                   plan_resources("cpu", None, None), host, sandbox)
     with Pipeline(plan, candidates) as pipeline:
-        for result in pipeline.results():
-            builds_done_when_judged[result.candidate] = (pipeline.builds_done, result.status)
-    assert builds_done_when_judged == {"tiny_relu/ok_cpp.py": (1, Status.ok),
-                                       "tiny_relu/mismatch.py": (1, Status.mismatch)}
+        statuses = {result.candidate: result.status for result in pipeline.results()}
+        builds_done = pipeline.builds_done
+    assert statuses == {"tiny_relu/ok_cpp.py": Status.ok, "tiny_relu/honest_twin.py": Status.ok}
+    assert builds_done == 1
+    assert any(windows), "no other worker ran beside a timing window"
+    assert all(all(window.values()) for window in windows), windows
 
 
 def test_usage_errors_for_bad_scale_options(tmp_path, capsys):
     assert main(eval_args(tmp_path, DATA / "candidates", "--gpus", "0")) == 2
     assert "--gpus needs a CUDA run" in capsys.readouterr().err
     assert main(eval_args(tmp_path, DATA / "candidates", "--jobs", "0")) == 2
-    assert "--jobs must be at least 1" in capsys.readouterr().err
+    assert "--jobs/-j: must be at least 1, not 0" in capsys.readouterr().err
     assert main(eval_args(tmp_path, DATA / "candidates", "--gpus", "0", "--backend", "ray")) == 2
     assert "--gpus is for local runs" in capsys.readouterr().err
 

@@ -28,7 +28,9 @@ HOSTILE = DATA / "hostile"
 ATTACKS = sorted(p.stem for p in HOSTILE.glob("*.py"))
 HONEST = "z_honest.py"
 VICTIM = "a_victim.py"  # a built extension (C++ on a CPU run, CUDA on a GPU run) whose key dir an attack aims at
-LIMITS = ["--max-host-memory", "3G", "--max-processes", "64", "--max-scratch", "256M", "--max-file-size", "64M"]
+# nvcc and g++ on torch headers, two at a time in a CUDA build, hold about 3 GiB together
+HOST_MEMORY = {"cpu": "3G", "cuda": "6G"}
+LIMITS = ["--max-processes", "64", "--max-scratch", "256M", "--max-file-size", "64M"]
 LIMIT_WORDS = {"memory_bomb": "host memory", "fork_bomb": "processes", "disk_fill": "scratch",
                "stdout_flood": "file size limit"}
 HONEST_RELU = '''
@@ -128,7 +130,7 @@ def run_harness(paths: dict, marker: str, db: Path, out: Path, device: str, *ext
     code = f"import sys; sys.path.insert(0, {str(paths['pkg'])!r}); from harness.cli import main; sys.exit(main(sys.argv[2:]))"
     args = ["eval", str(paths["candidates"]), "--problems", str(paths["problems"]), "--device", device, "--trials", "20",
             "--correctness-trials", "2", "--timeout", "30", "--build-dir", str(paths["build"]), "--db", str(db),
-            "--out", str(out), *LIMITS, *extra]
+            "--out", str(out), "--max-host-memory", HOST_MEMORY[device], *LIMITS, *extra]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update(HOME=str(paths["home"]), TMPDIR=str(paths["scratch"]), HARNESS_TEST_SECRET=SECRET)
     return subprocess.run([sys.executable, "-c", code, marker, *args], cwd=paths["run"], env=env,
@@ -251,7 +253,8 @@ def test_forged_build_outcomes_change_no_later_run(hostile):
     for name in (HONEST, VICTIM):
         assert results[name]["status"] == hostile["results"][name]["status"] == "ok"
         ratio = results[name]["speedup"] / hostile["results"][name]["speedup"]
-        assert 0.33 < ratio < 3, (name, ratio)
+        assert 0.33 < ratio < 3, (name, ratio, [(r[name]["timing"]["median_ms"], r[name]["reference_timing"]["median_ms"])
+                                                for r in (results, hostile["results"])])
 
 
 def test_strict_refuses_where_the_kernel_lacks_what_it_needs(tmp_path, monkeypatch, capsys):

@@ -10,3 +10,12 @@ def test_compiler_output_without_location_noise_and_warnings():
                                   "main.o: undefined reference to `foo()'\n")
     assert [d.one_line() for d in found] == [
         "error: Entry function 'k' uses too much shared data (0x10000 bytes)", "error: undefined reference to `foo()'"]
+
+
+def test_the_first_error_does_not_depend_on_which_source_finished_compiling_first():
+    """ninja compiles main.cpp and cuda.cu at once: the kernel source's error leads either way."""
+    binding = "/b/k/main.cpp:4:5: error: 'conv2d_cuda' was not declared in this scope\n"
+    kernel = "/b/k/cuda.cu(12): error: namespace \"torch::cuda\" has no member \"getCurrentCUDAStream\"\n"
+    for log in (binding + kernel, kernel + binding):
+        first = parse_compiler_output(log)[0]
+        assert first.file == "cuda.cu" and "getCurrentCUDAStream" in first.message, log

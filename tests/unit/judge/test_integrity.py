@@ -1,22 +1,96 @@
-"""The integrity rules the parent applies: fallback to the reference's operators, and input mutation."""
+"""The integrity rules the parent applies: computing with PyTorch's own kernels, behaving
+differently when profiled, and changing the inputs."""
 
 import torch
 
-from harness.judge.integrity import fallback_evidence, mutated_inputs
-from harness.worker.protocol import Profile
+from harness.judge.integrity import FALLBACK_SHARE, fallback_evidence, mutated_inputs, op_name, profiled_too_slow
+from harness.judge.timer import Timed
+from harness.worker.protocol import KernelTime, Profile
+
+CONV_REFERENCE = Profile(ops=["aten::conv2d", "aten::convolution", "aten::_convolution", "aten::empty"],
+                         kernels=[KernelTime(name="implicit_convolve_sgemm", device_ms=1.0, operator="aten::conv2d"),
+                                  KernelTime(name="fill_kernel", device_ms=0.01, operator="aten::zeros")])
 
 
-def test_fallback_rules():
-    reference = Profile(ops=["aten::conv2d", "aten::convolution", "aten::_convolution", "aten::empty"],
-                        kernels=["implicit_convolve_sgemm", "fill_kernel"])
-    honest = Profile(ops=["aten::empty", "aten::contiguous"], kernels=["my_conv_kernel", "fill_kernel"])
-    assert fallback_evidence(reference, honest) == []
-    library = Profile(ops=["aten::cudnn_convolution"], kernels=["implicit_convolve_sgemm"])
-    evidence = fallback_evidence(reference, library)
-    assert "convolution" in evidence[0] and any("implicit_convolve_sgemm" in e for e in evidence)
+def test_own_kernels_are_no_fallback():
+    honest = Profile(ops=["aten::empty", "aten::contiguous"],
+                     kernels=[KernelTime(name="my_conv_kernel", device_ms=2.0),
+                              KernelTime(name="fill_kernel", device_ms=0.01, operator="aten::zero_")])
+    assert fallback_evidence(CONV_REFERENCE, honest) == []
 
 
-def test_input_mutation_is_exact():
+def test_the_reference_library_family_is_a_fallback_with_kernel_evidence():
+    library = Profile(ops=["aten::cudnn_convolution"],
+                      kernels=[KernelTime(name="implicit_convolve_sgemm", device_ms=1.0, operator="aten::cudnn_convolution")])
+    evidence = fallback_evidence(CONV_REFERENCE, library)
+    assert "a library convolution like the reference's" in evidence[0]
+    assert any("implicit_convolve_sgemm" in e for e in evidence)
+
+
+def test_library_compute_of_another_family_counts_when_it_takes_most_of_the_time():
+    matmul_reference = Profile(ops=["aten::linear", "aten::addmm"])
+    as_conv = Profile(ops=["aten::conv2d"], top_op_ms={"aten::conv2d": 0.8, "aten::slice": 0.05}, elapsed_ms=1.0)
+    assert "library convolution" in fallback_evidence(matmul_reference, as_conv)[0]
+    mostly_own = Profile(ops=["aten::conv2d"], top_op_ms={"aten::conv2d": 0.2}, elapsed_ms=1.0)
+    assert fallback_evidence(matmul_reference, mostly_own) == []  # a cheap library step beside its own work
+
+
+def test_a_cheap_step_of_the_reference_is_allowed_but_doing_its_work_is_not():
+    relu_reference = Profile(ops=["aten::relu", "aten::clamp_min"])
+    share = FALLBACK_SHARE
+    mostly_relu = Profile(ops=["aten::relu"], top_op_ms={"aten::relu": (share + 0.2) * 2.0}, elapsed_ms=2.0)
+    assert "which the reference runs" in fallback_evidence(relu_reference, mostly_relu)[0]
+    a_little_relu = Profile(ops=["aten::relu"], top_op_ms={"aten::relu": 0.1}, elapsed_ms=2.0)
+    assert fallback_evidence(relu_reference, a_little_relu) == []
+
+
+def test_on_a_problem_of_microseconds_the_share_is_against_the_references_own():
+    """The interpreter takes a fifth of the reference's 0.05 ms call: a library matmul that takes
+    45% of the candidate's call is most of the work there is."""
+    reference = Profile(ops=["aten::linear", "aten::addmm"], top_op_ms={"aten::linear": 0.04}, elapsed_ms=0.08)
+    candidate = Profile(ops=["aten::matmul", "aten::mm", "aten::add"], top_op_ms={"aten::matmul": 0.0285, "aten::add": 0.008},
+                        elapsed_ms=0.11)
+    all_operators = Profile(ops=["aten::linear", "aten::addmm"], top_op_ms={"aten::linear": 0.05}, elapsed_ms=0.08)
+    assert fallback_evidence(all_operators, candidate, 0.0634, 0.05) == []  # below half of the time
+    assert "a library matrix multiply" in fallback_evidence(reference, candidate, 0.0634, 0.05)[0]
+    with_views = Profile(ops=["aten::t", "aten::matmul", "aten::add"],
+                         top_op_ms={"aten::t": 0.0145, "aten::matmul": 0.028, "aten::add": 0.01}, elapsed_ms=0.125)
+    assert fallback_evidence(all_operators, with_views, 0.058, 0.05)  # a transpose is no work of its own
+    own_kernel = Profile(ops=["aten::empty", "aten::add"], top_op_ms={"aten::empty": 0.002, "aten::add": 0.008}, elapsed_ms=0.1)
+    assert fallback_evidence(reference, own_kernel, 0.0634, 0.05) == []
+
+
+def test_glue_operators_are_named_as_profiles_name_them():
+    """aten::copy_ and aten::fill_ are glue: their in-place suffix must not hide them."""
+    relu_reference = Profile(ops=["aten::relu", "aten::copy_", "aten::fill_"])
+    glue = Profile(ops=["aten::copy_", "aten::fill_", "aten::zero_"],
+                   top_op_ms={"aten::copy_": 0.9, "aten::fill_": 0.05}, elapsed_ms=1.0)
+    assert op_name("aten::copy_") == "copy" and fallback_evidence(relu_reference, glue) == []
+
+
+def test_slower_when_profiled_than_the_profiler_explains():
+    reference = Timed(wall_ms=[1.0] * 5, profiled_wall_ms=[1.3])
+    two_ops = [Profile(ops=["aten::empty", "aten::add"])]
+    calm = Timed(wall_ms=[1.0] * 9, profiled_wall_ms=[1.6], profiles=two_ops)
+    assert profiled_too_slow(calm, reference, 3, "cuda") is None  # the profiler's own cost
+    watched = Timed(wall_ms=[1.0] * 9, profiled_wall_ms=[9.0, 11.0], profiles=two_ops)
+    assert "profiled calls took at least 9" in profiled_too_slow(watched, reference, 3, "cuda")
+
+
+def test_the_profilers_cost_grows_with_the_operators_recorded():
+    """Measured on the 2-core CPU: a 0.07 ms linear as a broadcast multiply-sum took 4.3 ms when
+    profiled; the reference's 8 operators had cost it 1.7 ms."""
+    reference = Timed(wall_ms=[0.69] * 5, profiled_wall_ms=[2.4])
+    many_ops = [Profile(ops=[f"aten::op{i}" for i in range(6)])]
+    honest = Timed(wall_ms=[0.7] * 9, profiled_wall_ms=[4.3, 4.6], profiles=many_ops)
+    assert profiled_too_slow(honest, reference, 8, "cpu") is None
+    assert profiled_too_slow(Timed(wall_ms=[0.7] * 9, profiled_wall_ms=[40.0], profiles=many_ops),
+                             reference, 8, "cpu")
+
+
+def test_input_mutation_is_exact_and_nan_safe():
     a = torch.arange(6.0)
     assert mutated_inputs([a, a], [a.clone(), a + 1e-3 * (a == 5)]) == [1]
     assert mutated_inputs([a], [a.clone()]) == []
+    with_nan = torch.tensor([1.0, float("nan")])
+    assert mutated_inputs([with_nan], [with_nan.clone()]) == []  # a NaN that stayed a NaN is no change

@@ -22,11 +22,12 @@ def fail(phase, exc_type, message):
 def test_build_failure_gives_the_first_error_in_the_candidates_own_source():
     verdict = of_failure(fail("load", "RuntimeError", "Error building extension 'conv'"), NINJA_LOG, "cuda")
     assert verdict.status is Status.compile_error
-    assert verdict.error == "main.cpp:4: error: 'custom_conv2d_cuda' was not declared in this scope"
-    assert verdict.evidence[1].startswith("cuda.cu:119: error")
+    # The kernel source's error first, whichever of the two sources the log shows first.
+    assert verdict.error == 'cuda.cu:119: error: namespace "torch::cuda" has no member "getCurrentCUDAStream"'
+    assert verdict.evidence[1] == "main.cpp:4: error: 'custom_conv2d_cuda' was not declared in this scope"
     assert verdict.evidence[-1].startswith("conv.h:104")  # header errors rank after the candidate's own
-    first = verdict.compiler_diagnostics[0]
-    assert (first.file, first.line, first.column, first.severity, first.in_candidate) == ("main.cpp", 4, 57, "error", True)
+    binding = verdict.compiler_diagnostics[1]
+    assert (binding.file, binding.line, binding.column, binding.severity, binding.in_candidate) == ("main.cpp", 4, 57, "error", True)
 
 
 def test_build_failure_inside_init_is_still_a_compile_error():

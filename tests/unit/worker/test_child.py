@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from harness.worker.child import NotPlainTensor, Session, cast_inputs, param_digests, pin_to_cpus, plain_outputs
-from harness.worker.protocol import WorkerJob
+from harness.worker.protocol import Command, CommitBuffer, WorkerJob, describe
 
 
 def test_precision_casts_floating_inputs_but_never_class_indices():
@@ -49,15 +49,34 @@ def counting_problem():
     return problem
 
 
-def test_timing_inputs_are_made_in_the_warm_up_not_while_the_parent_times():
+def session(problem, tmp_path) -> Session:
+    job = WorkerJob(role="candidate", problem_path="p.py", device="cpu", precision="fp32", init_seed=0)
+    return Session(job, problem, torch.nn.ReLU(), CommitBuffer(os.memfd_create("test")))
+
+
+def test_a_timed_call_makes_its_inputs_from_the_seed_it_is_given(tmp_path):
     problem = counting_problem()
-    job = WorkerJob(role="candidate", problem_path="p.py", device="cpu", precision="fp32", init_seed=0, warmup=2,
-                    trials=5)
-    session = Session(job, problem, torch.nn.ReLU())
-    session.warm_up(seed=1)
-    assert problem.calls == 1
-    stats, sampled = session.time(seed=1)
-    assert problem.calls == 1 and stats.n == 5 and len(sampled) == 3
+    worker = session(problem, tmp_path)
+    elapsed, outputs, profile = worker.timed(Command(op="timed", seed=7))
+    again = worker.timed(Command(op="timed", seed=7))[1]
+    other = worker.timed(Command(op="timed", seed=8))[1]
+    assert problem.calls == 3 and elapsed >= 0 and profile is None
+    assert torch.equal(outputs[0], again[0]) and not torch.equal(outputs[0], other[0])
+
+
+def test_a_profiled_call_says_which_operators_ran(tmp_path):
+    _, _, profile = session(counting_problem(), tmp_path).timed(Command(op="timed", seed=1, profile=True))
+    assert "aten::relu" in profile.ops and profile.elapsed_ms > 0
+
+
+def test_cpu_tensors_are_written_to_the_commit_buffer_before_they_are_described(tmp_path):
+    buffer = CommitBuffer(os.memfd_create("test"))
+    a, b = torch.arange(6.0).reshape(2, 3), torch.tensor([1, 2], dtype=torch.int64)
+    refs = describe([a, b], buffer)
+    assert [r.offset for r in refs] == [0, a.nbytes] and refs[0].shape == [2, 3]
+    back = torch.frombuffer(bytearray(os.pread(buffer.fd, a.nbytes, 0)), dtype=torch.float32).reshape(2, 3)
+    assert torch.equal(back, a)
+    assert os.pread(buffer.fd, b.nbytes, a.nbytes) == (1).to_bytes(8, "little") + (2).to_bytes(8, "little")
 
 
 def test_worker_pins_itself_to_the_cores_it_was_given(monkeypatch):

@@ -13,35 +13,40 @@ import pytest
 from harness.records import Limits, SandboxMode
 from harness.worker import confine, processes
 from harness.worker.parent import Watchdog
-from harness.worker.sandbox import (PACKAGE_DIR, Confinement, SandboxPolicy, SandboxUnavailable, confinement,
-                                    decide_policy, python_path, readable_paths, works)
+from harness.worker.sandbox import (CANONICAL_SCRATCH, PACKAGE_DIR, Confinement, SandboxPolicy, SandboxUnavailable,
+                                    confinement, decide_policy, mount_point, python_path, readable_paths,
+                                    works)
 
 LIMITS = Limits(host_memory=1 << 30)
 FULL = SandboxPolicy(mode=SandboxMode.auto, landlock_abi=7, namespaces=True, limits=LIMITS)
 needs_landlock = pytest.mark.skipif(not confine.landlock_abi(), reason="needs a kernel with Landlock")
 
 
-def rules(tmp_path, **kind):
-    return confinement(FULL, tmp_path / "scratch", tmp_path / "key", env={"PATH": "/usr/bin"}, dumpable=True, **kind)
+def rules(tmp_path, policy=FULL, **kind):
+    return confinement(policy, tmp_path / "scratch", env={"PATH": "/usr/bin"}, **kind)
 
 
-def test_a_build_worker_writes_its_key_dir_and_sees_no_gpu(tmp_path):
-    build = rules(tmp_path, build=True, sees_gpu=False)
-    assert set(build.write) == {str(tmp_path / "scratch"), str(tmp_path / "key")}
-    assert build.binds == [] and build.pid_namespace
+def test_with_namespaces_every_worker_works_at_one_canonical_path_and_writes_no_cache(tmp_path):
+    """A build and a later load see the same absolute paths (ninja finds the build up to date);
+    the parent copies builds into the cache and out of it, so no worker writes the cache."""
+    build = rules(tmp_path, sees_gpu=False, key_dir=tmp_path / "key")
+    assert build.workdir == CANONICAL_SCRATCH and build.extensions_dir == f"{CANONICAL_SCRATCH}/ext"
+    assert set(build.write) == {CANONICAL_SCRATCH, "/dev/shm"} and build.pid_namespace
     assert "RLIMIT_FSIZE" in build.rlimits and build.rlimits["RLIMIT_CORE"] == 0
+    assert "private_build_dir" in build.protections()
 
 
-def test_an_evaluating_worker_writes_a_private_copy_of_its_key_dir(tmp_path):
-    evaluation = rules(tmp_path, build=False, sees_gpu=False)
-    assert evaluation.binds == [(str(tmp_path / "scratch" / "build"), str(tmp_path / "key"))]
-    assert "private_build_dir" in evaluation.protections()
+def test_without_namespaces_a_worker_writes_its_own_key_dir_only(tmp_path):
+    landlock_only = FULL.model_copy(update={"namespaces": False})
+    worker = rules(tmp_path, policy=landlock_only, sees_gpu=False, key_dir=tmp_path / "key")
+    assert set(worker.write) == {str(tmp_path / "scratch"), str(tmp_path / "key")}
+    assert worker.workdir == str(tmp_path / "scratch") and "RLIMIT_NPROC" not in worker.rlimits
 
 
-def test_a_worker_that_sees_a_gpu_keeps_the_host_pid_namespace_and_shm(tmp_path):
-    """CUDA's IPC handles do not cross PID namespaces; torch keeps their reference counts in /dev/shm."""
-    gpu = rules(tmp_path, build=False, sees_gpu=True)
-    assert not gpu.pid_namespace and gpu.namespaces and "/dev/shm" in gpu.write
+def test_a_worker_that_sees_a_gpu_keeps_the_host_pid_namespace(tmp_path):
+    """CUDA's IPC handles do not cross PID namespaces."""
+    gpu = rules(tmp_path, sees_gpu=True)
+    assert not gpu.pid_namespace and gpu.namespaces
 
 
 def test_reads_cover_python_and_the_harness_but_not_home_or_tmp(tmp_path):
@@ -52,8 +57,7 @@ def test_reads_cover_python_and_the_harness_but_not_home_or_tmp(tmp_path):
 
 
 def test_off_confines_nothing_but_keeps_the_parents_import_path(tmp_path):
-    off = confinement(SandboxPolicy(mode=SandboxMode.off, limits=LIMITS), tmp_path, tmp_path / "key", build=False,
-                      sees_gpu=False, env={}, dumpable=True)
+    off = rules(tmp_path, policy=SandboxPolicy(mode=SandboxMode.off, limits=LIMITS), sees_gpu=False)
     assert off.landlock_abi == 0 and not off.namespaces and off.rlimits == {} and off.python_path
 
 
@@ -100,19 +104,23 @@ def test_landlock_allows_writes_only_where_told(tmp_path):
     assert (tmp_path / "mine" / "ok").exists() and (tmp_path / "theirs").read_text() == "untouched"
 
 
-@pytest.mark.skipif(not works(Confinement(namespaces=True, pid_namespace=True, python_path=python_path())),
-                    reason="needs user namespaces")
-def test_a_pid_namespace_hides_every_other_process(tmp_path):
-    done = run_confined("""
+@pytest.mark.skipif(not works(Confinement(namespaces=True, pid_namespace=True, workdir=mount_point(),
+                                          python_path=python_path())), reason="needs user namespaces")
+def test_a_worker_sees_only_its_own_processes_and_its_scratch_at_the_canonical_path(tmp_path):
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "scratch" / "mine").write_text("x")
+    done = run_confined(f"""
         import os
         confine.enter_namespaces(pid=True)
         if os.fork() == 0:
-            confine.private_mounts([], 1 << 20, proc=True)
-            print(os.getpid(), sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), flush=True)
+            confine.private_mounts({str(tmp_path / "scratch")!r}, {mount_point()!r}, 1 << 20, proc=True)
+            print(os.getpid(), sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), os.getcwd(),
+                  sorted(os.listdir(".")), flush=True)
             os._exit(0)
         os.wait()
     """, tmp_path)
-    assert done.stdout.strip() == "1 [1]", done.stderr
+    assert done.stdout.strip() == f"1 [1] {CANONICAL_SCRATCH} ['mine']", done.stderr
+    assert os.listdir(CANONICAL_SCRATCH) == []  # seen from here: only ever a mount point
 
 
 def test_the_process_tree_is_killed_whole_a_double_fork_included(tmp_path):

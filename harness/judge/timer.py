@@ -1,0 +1,196 @@
+"""The timing phase, driven by the parent: one `timed` command per call, each on inputs made from a
+seed the worker learns only with that call. The parent decides, in secret and after each call's
+outputs are described, which calls it verifies (the reference computes the same seed, the
+outputs are compared in place while the worker waits) and which it profiles; it times every
+call with its own clock too. Timing is adaptive: it stops when the median's 95% interval is
+within ±1%, or the model's time budget is spent, never before `min_trials` nor after
+`max_trials` (a fixed count with --trials N). A checked call's outputs are copied out at once
+(the worker cannot change them afterwards) and compared with the reference's after the last
+call, so the timed calls follow one another without the reference's work in between.
+
+What a worker reports is only believed as far as the parent's clock allows: a call cannot take
+less than the parent saw it take, less the per-call overhead measured on the reference worker
+just before (same inputs, same outputs, same machine load), less a slack from that overhead's
+own spread (vouched_median).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ContextManager
+
+from pydantic import BaseModel
+
+from ..records import EvalConfig, TimingStats
+from ..worker.parent import Worker
+from ..worker.protocol import Command, Profile, Reply
+
+TARGET_HALF_WIDTH = 0.01  # the median's 95% interval within ±1% of it
+Z95 = 1.96
+VERIFY_EARLY, VERIFY_LATE, EARLY_CALLS = 0.5, 0.2, 20  # the chance that a call's outputs are checked
+PROFILE_CHANCE, MIN_PROFILED = 0.1, 2
+# The parent's clock against a worker's: wake-up latency and scheduling jitter, which grow when the
+# machine idles through a long call (a worker asleep in a kernel) and are not seen on the quick
+# calls that measure the overhead. Measured: docs/threat-model.md, "The timing bound".
+MIN_SLACK_MS = {"cuda": 0.05, "cpu": 1.0}
+SLACK_SPREADS = 4.0  # slack: this many median absolute deviations of the reference's overhead
+DISAGREE_FACTOR = 1.1  # a vouched median this far above the reported one (and by more than the slack) is flagged
+
+
+class TimingPlan(BaseModel):
+    """How long a model is timed (from EvalConfig)."""
+
+    warmup: int
+    fixed: int | None  # --trials N; None: adaptive
+    min_trials: int
+    max_trials: int
+    budget_s: float
+    device: str
+
+    @classmethod
+    def of(cls, config: EvalConfig) -> TimingPlan:
+        return cls(warmup=config.warmup, fixed=config.trials, min_trials=config.min_trials,
+                   max_trials=config.max_trials, budget_s=config.time_budget_s, device=config.device)
+
+
+@dataclass
+class Timed:
+    """What a timing phase produced: per unprofiled call the worker's time and the parent's."""
+
+    reported_ms: list[float] = field(default_factory=list)
+    wall_ms: list[float] = field(default_factory=list)
+    profiles: list[Profile] = field(default_factory=list)
+    profiled_wall_ms: list[float] = field(default_factory=list)  # the parent's clock around the profiled calls
+    stopped: str = "max_trials"
+    threads_alive: int = 0
+
+    @property
+    def overhead_ms(self) -> list[float]:
+        """Per call, what the parent saw beyond what the worker reported."""
+        return [w - r for w, r in zip(self.wall_ms, self.reported_ms)]
+
+
+def median_interval(samples: list[float]) -> tuple[float, float]:
+    """The median's distribution-free 95% interval: order statistics n/2 ± 1.96·√n/2."""
+    ordered = sorted(samples)
+    n = len(ordered)
+    spread = Z95 * math.sqrt(n) / 2
+    return ordered[max(0, math.floor(n / 2 - spread))], ordered[min(n - 1, math.ceil(n / 2 + spread))]
+
+
+def converged(samples: list[float]) -> bool:
+    low, high = median_interval(samples)
+    median = statistics.median(samples)
+    return median > 0 and (high - low) / 2 <= TARGET_HALF_WIDTH * median
+
+
+def timing_stats(samples_ms: list[float], clock: str, stopped: str | None = None) -> TimingStats:
+    ordered = sorted(samples_ms)
+    if len(ordered) >= 2:
+        q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+    else:
+        q1 = q3 = ordered[0]
+    low, high = median_interval(ordered)
+    return TimingStats(median_ms=statistics.median(ordered), iqr_ms=q3 - q1, mean_ms=statistics.fmean(ordered),
+                       min_ms=ordered[0], max_ms=ordered[-1], n=len(ordered), samples_ms=samples_ms, clock=clock,
+                       ci_low_ms=low, ci_high_ms=high, stopped=stopped)
+
+
+class Timer:
+    """Drives one worker's timing phase. `check(seed, reply)` is asked about the calls chosen for
+    verification (it returns a reason to stop, or None); nothing of the choice reaches the worker
+    before the call's outputs are described."""
+
+    def __init__(self, worker: Worker, plan: TimingPlan, rng: random.Random, phase: str = "timing",
+                 quiet: Callable[[], ContextManager] = contextlib.nullcontext):
+        """`quiet()` is held around the timed calls (on a CPU run: the run's other workers frozen)."""
+        self.worker, self.plan, self.rng, self.phase, self.quiet = worker, plan, rng, phase, quiet
+
+    def seed(self) -> int:
+        return self.rng.getrandbits(62)
+
+    def warm_up(self) -> Reply:
+        return self.worker.request(Command(op="warmup", seeds=[self.seed() for _ in range(self.plan.warmup)]), self.phase)
+
+    def run(self, check: Callable[[int, Reply], object] | None = None, profiled: int = MIN_PROFILED) -> tuple[Timed, object]:
+        """(what was measured, the first thing `check` objected to, or the failed reply, or None)."""
+        with self.quiet():
+            return self._run(check, profiled)
+
+    def _run(self, check, profiled: int) -> tuple[Timed, object]:
+        timed, began, calls = Timed(), time.monotonic(), 0
+        profile_at = self._profile_calls(profiled)
+        while not self._done(timed, began, len(profile_at)):
+            seed, profile = self.seed(), calls in profile_at
+            verify = check is not None and self.rng.random() < (VERIFY_EARLY if calls < EARLY_CALLS else VERIFY_LATE)
+            sent = time.perf_counter()
+            reply = self.worker.request(Command(op="timed", seed=seed, profile=profile), self.phase)
+            wall_ms = (time.perf_counter() - sent) * 1000
+            calls += 1
+            if not reply.ok:
+                return timed, reply
+            timed.threads_alive = max(timed.threads_alive, reply.threads_alive)
+            if profile:
+                timed.profiles.append(reply.profile or Profile(ops=[]))
+                timed.profiled_wall_ms.append(wall_ms)
+            else:
+                timed.reported_ms.append(reply.elapsed_ms)
+                timed.wall_ms.append(wall_ms)
+            objection = check(seed, reply) if verify else None
+            if objection is not None:
+                return timed, objection
+        return timed, None
+
+    def _profile_calls(self, count: int) -> set[int]:
+        """Which calls are profiled: `count` at random among the first calls every timing makes."""
+        first = min(self.plan.min_trials, self.plan.fixed or self.plan.min_trials) + count
+        return set(self.rng.sample(range(first), count)) if count else set()
+
+    def _done(self, timed: Timed, began: float, profiles_due: int) -> bool:
+        n, plan = len(timed.reported_ms), self.plan
+        if len(timed.profiles) < profiles_due:  # its calls are among the first ones: never skipped
+            return False
+        if plan.fixed is not None:
+            timed.stopped = "fixed"
+            return n >= plan.fixed
+        if n >= plan.max_trials:
+            timed.stopped = "max_trials"
+            return True
+        if n < plan.min_trials:
+            return False
+        if converged(timed.reported_ms):
+            timed.stopped = "converged"
+            return True
+        timed.stopped = "time_budget"
+        return time.monotonic() - began >= plan.budget_s
+
+
+def spread_of(samples: list[float]) -> float:
+    """The median absolute deviation from the median (0 for no samples)."""
+    if not samples:
+        return 0.0
+    middle = statistics.median(samples)
+    return statistics.median(abs(x - middle) for x in samples)
+
+
+def vouched_median(timed: Timed, reference_overhead_ms: list[float], device: str) -> tuple[float, str | None]:
+    """The median as far as the parent's clock vouches for it, and why it differs from the
+    reported one when it does materially. Per call: no less than the parent's wall time less the
+    reference's median overhead and a slack (its spread, at least scheduling jitter)."""
+    overhead = statistics.median(reference_overhead_ms) if reference_overhead_ms else 0.0
+    # Jitter seen on the reference's quick calls, and on this model's own calls (a busy machine): a
+    # worker that adds jitter of its own to widen the slack pays at least as much in its median.
+    slack = max(MIN_SLACK_MS[device], SLACK_SPREADS * spread_of(reference_overhead_ms), spread_of(timed.wall_ms))
+    vouched = statistics.median(max(r, w - overhead - slack) for r, w in zip(timed.reported_ms, timed.wall_ms))
+    reported = statistics.median(timed.reported_ms)
+    if vouched <= reported * DISAGREE_FACTOR or vouched - reported <= slack:
+        return max(vouched, reported), None
+    return vouched, (f"the worker reported {reported:.4g} ms per call; the harness's clock saw "
+                     f"{statistics.median(timed.wall_ms):.4g} ms per call, of which {overhead:.3g} ms (±{slack:.2g}) is "
+                     f"the harness's own overhead: the speedup uses {vouched:.4g} ms")

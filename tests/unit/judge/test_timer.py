@@ -1,0 +1,86 @@
+"""The parent's timing phase: statistics with the median's interval, when adaptive timing stops,
+which calls are checked and profiled, and how far a worker's reported times are believed."""
+
+import random
+import statistics
+
+from harness.judge.timer import (Timed, TimingPlan, Timer, converged, median_interval, timing_stats,
+                                 vouched_median)
+from harness.worker.protocol import Reply
+
+
+def test_statistics_of_samples_with_the_medians_interval():
+    stats = timing_stats([4.0, 1.0, 3.0, 2.0, 100.0], "perf_counter", "fixed")
+    assert stats.median_ms == 3.0 and stats.min_ms == 1.0 and stats.max_ms == 100.0
+    assert stats.mean_ms == 22.0 and stats.iqr_ms == 2.0 and stats.n == 5 and stats.stopped == "fixed"
+    assert stats.samples_ms == [4.0, 1.0, 3.0, 2.0, 100.0]  # raw, in call order
+    assert stats.ci_low_ms <= stats.median_ms <= stats.ci_high_ms
+
+
+def test_the_interval_narrows_with_more_samples_and_decides_convergence():
+    rng = random.Random(0)
+    few = [1.0 + rng.gauss(0, 0.02) for _ in range(8)]
+    many = [1.0 + rng.gauss(0, 0.02) for _ in range(400)]
+    width = lambda xs: median_interval(xs)[1] - median_interval(xs)[0]  # noqa: E731
+    assert width(many) < width(few)
+    assert converged(many) and not converged([1.0, 2.0, 3.0, 4.0, 5.0])
+
+
+class FakeWorker:
+    """Replies to `timed` with a fixed time; remembers the commands."""
+
+    def __init__(self, elapsed_ms=1.0):
+        self.commands, self.elapsed_ms = [], elapsed_ms
+
+    def request(self, command, phase):
+        self.commands.append(command)
+        return Reply(ok=True, elapsed_ms=self.elapsed_ms, outputs=[])
+
+
+def plan(**change):
+    values = dict(warmup=0, fixed=None, min_trials=5, max_trials=50, budget_s=10.0, device="cpu")
+    return TimingPlan(**values | change)
+
+
+def test_fixed_counts_and_adaptive_limits():
+    timed, _ = Timer(FakeWorker(), plan(fixed=7), random.Random(1)).run(profiled=0)
+    assert len(timed.reported_ms) == 7 and timed.stopped == "fixed"
+    steady, _ = Timer(FakeWorker(), plan(), random.Random(1)).run(profiled=0)
+    assert len(steady.reported_ms) == 5 and steady.stopped == "converged"  # identical times: converged at the minimum
+
+
+def test_every_call_gets_its_own_seed_and_some_are_profiled():
+    worker = FakeWorker()
+    timed, _ = Timer(worker, plan(fixed=20), random.Random(2)).run(profiled=2)
+    seeds = [c.seed for c in worker.commands]
+    assert len(set(seeds)) == len(seeds) == 22
+    assert sum(c.profile for c in worker.commands) == 2 and len(timed.profiles) == 2
+
+
+def test_the_profiled_calls_are_made_even_when_timing_could_stop_before_them():
+    for seed in range(20):  # whichever calls the draw picks, the last ones included
+        worker = FakeWorker()
+        timed, _ = Timer(worker, plan(fixed=3), random.Random(seed)).run(profiled=2)
+        assert len(timed.profiles) == 2 and len(timed.reported_ms) == 3 and len(worker.commands) == 5
+
+
+def test_the_checked_calls_are_chosen_by_the_parent_after_each_reply():
+    checked = []
+    Timer(FakeWorker(), plan(fixed=40), random.Random(3)).run(check=lambda seed, reply: checked.append(seed))
+    assert 8 <= len(checked) <= 32  # about half of the first twenty, a fifth after
+
+
+def test_a_check_that_objects_stops_the_timing():
+    timed, objection = Timer(FakeWorker(), plan(fixed=40), random.Random(4)).run(check=lambda seed, reply: "wrong")
+    assert objection == "wrong" and len(timed.reported_ms) < 40
+
+
+def test_reported_times_are_believed_as_far_as_the_parents_clock_allows():
+    honest = Timed(reported_ms=[5.0] * 9, wall_ms=[5.6] * 9)
+    assert vouched_median(honest, [0.6, 0.62, 0.58], "cpu") == (5.0, None)
+    forged = Timed(reported_ms=[0.001] * 9, wall_ms=[5.6] * 9)
+    vouched, why = vouched_median(forged, [0.6, 0.62, 0.58], "cpu")
+    assert 3.9 < vouched < 5.1 and "the speedup uses" in why
+    noisy = Timed(reported_ms=[0.05] * 9, wall_ms=[0.65 + 0.3 * (i % 2) for i in range(9)])
+    assert vouched_median(noisy, [0.6] * 5, "cpu")[1] is None  # within the clock's slack: no flag
+    assert statistics.median(noisy.overhead_ms) > 0
