@@ -70,7 +70,7 @@ def check_problem(problem: Problem, config: EvalConfig, cache: BuildCache, place
 def check_problems(problems: list[Problem], config: EvalConfig, host: HostEnv, sandbox: SandboxPolicy,
                    shrink: bool) -> list[ProblemCheck]:
     gpus = [torch.cuda.current_device()] if config.device == "cuda" else []
-    cache = BuildCache(default_build_root(host), toolchain(config.device, gpus, host))
+    cache = BuildCache(default_build_root(host), toolchain(config.device, gpus, host, sandbox.namespaces))
     placement = Placement(env=dict(host.passed), sandbox=sandbox)
     return [check_problem(problem, config, cache, placement, shrink)
             for problem in tqdm(problems, unit="problem", desc="check", file=sys.stderr)]

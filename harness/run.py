@@ -174,7 +174,7 @@ def open_pipeline(problems: list[Problem], candidates: list[Candidate], config: 
     """The backend that runs this evaluation: this machine, or a Ray cluster."""
     scale = setup.scale
     resources = plan_resources(config.device, scale.gpus, scale.jobs, scale.warm_workers)
-    cache = BuildCache(setup.build_root, toolchain(config.device, resources.gpus, setup.host))
+    cache = BuildCache(setup.build_root, toolchain(config.device, resources.gpus, setup.host, setup.sandbox.namespaces))
     plan = RunPlan(problems, config, run_id, cache, resources, setup.host, setup.sandbox)
     if scale.backend == "ray":
         from .schedule.ray_cluster import RayPipeline  # Ray is an optional extra

@@ -24,8 +24,10 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import torch
+
 from pydantic import BaseModel
 
 from ..records import HostEnv
@@ -49,6 +51,10 @@ class Toolchain(BaseModel):
     arch_list: str | None  # TORCH_CUDA_ARCH_LIST, set explicitly for build and evaluation alike
     python: str
     flags: dict[str, str]
+    # Where builds are made and loaded from: "private" (namespaced workers build and load at one
+    # fixed mount path) or "in_place" (in the key dir itself). torch's ninja files hold absolute
+    # paths, so a build made one way is rebuilt from scratch when loaded the other.
+    build_layout: Literal["private", "in_place"]
 
     def key(self, code_hash: str) -> str:
         """The cache key digest: one directory per code and toolchain. Candidates reusing an
@@ -70,10 +76,11 @@ def cuda_arch_list(gpus: list[int], host: HostEnv) -> str:
     return ";".join(f"{major}.{minor}" for major, minor in capabilities)
 
 
-def toolchain(device: str, gpus: list[int], host: HostEnv) -> Toolchain:
+def toolchain(device: str, gpus: list[int], host: HostEnv, namespaces: bool) -> Toolchain:
     return Toolchain(torch=torch.__version__, cuda=torch.version.cuda,
                      arch_list=cuda_arch_list(gpus, host) if device == "cuda" and gpus else None,
-                     python=f"{sys.implementation.cache_tag}-{sys.platform}", flags=dict(host.build_flags))
+                     python=f"{sys.implementation.cache_tag}-{sys.platform}", flags=dict(host.build_flags),
+                     build_layout="private" if namespaces else "in_place")
 
 
 class BuildCache:

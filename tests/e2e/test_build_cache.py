@@ -59,7 +59,7 @@ def test_failed_build_is_remembered_with_its_diagnostics(cold_and_warm):
 
 def test_outcomes_are_stored_per_key(cold_and_warm):
     tmp, *_ = cold_and_warm
-    cache = BuildCache(tmp / "build", Toolchain(torch="any", cuda=None, arch_list=None, python="any", flags={}))
+    cache = BuildCache(tmp / "build", Toolchain(torch="any", cuda=None, arch_list=None, python="any", flags={}, build_layout="in_place"))
     outcomes = [cache.read_outcome(d) for d in (tmp / "build").iterdir() if d.is_dir()]
     assert sorted(o.status.value for o in outcomes if o) == ["built", "failed"]
 

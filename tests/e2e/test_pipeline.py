@@ -62,7 +62,7 @@ def test_cpu_run_freezes_every_other_worker_while_it_times(tmp_path, monkeypatch
     config = EvalConfig(device="cpu", trials=3, correctness_trials=1, timeout_s=20)
     host = HostEnv.from_environ(os.environ, str(tmp_path))
     sandbox = decide_policy(SandboxMode.auto, default_limits())
-    plan = RunPlan(problems, config, "run", BuildCache(tmp_path / "b", toolchain("cpu", [], host)),
+    plan = RunPlan(problems, config, "run", BuildCache(tmp_path / "b", toolchain("cpu", [], host, sandbox.namespaces)),
                    plan_resources("cpu", None, None), host, sandbox)
     with Pipeline(plan, candidates) as pipeline:
         statuses = {result.candidate: result.status for result in pipeline.results()}

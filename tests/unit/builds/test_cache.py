@@ -10,7 +10,8 @@ import json
 from harness.builds.cache import BuildCache, BuildOutcome, BuildStatus, Toolchain, key_lock
 
 
-TOOLCHAIN = Toolchain(torch="2.13.0", cuda="13.0", arch_list="9.0", python="cpython-311-linux", flags={})
+TOOLCHAIN = Toolchain(torch="2.13.0", cuda="13.0", arch_list="9.0", python="cpython-311-linux", flags={},
+                      build_layout="private")
 
 
 def test_key_changes_with_code_and_every_part_of_the_toolchain():
@@ -18,7 +19,7 @@ def test_key_changes_with_code_and_every_part_of_the_toolchain():
     assert TOOLCHAIN.key("a" * 64) == base
     assert TOOLCHAIN.key("b" * 64) != base
     for change in ({"torch": "2.14.0"}, {"cuda": "12.8"}, {"arch_list": "9.0;10.0"}, {"python": "cpython-312-linux"},
-                   {"flags": {"CXX": "clang++"}}):
+                   {"flags": {"CXX": "clang++"}}, {"build_layout": "in_place"}):
         assert TOOLCHAIN.model_copy(update=change).key("a" * 64) != base, change
 
 
