@@ -27,6 +27,11 @@ Device = Literal["cpu", "cuda"]
 DEFAULT_TOLERANCE: dict[str, float] = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 
 
+PRECISION_POLICY = (
+    "correctness against a strict-fp32 reference (TF32 off in matmuls and cuDNN); headline speedup against that "
+    "reference's time; speedup_default_math against the reference under PyTorch's default math flags (TF32 in cuDNN)")
+
+
 class Status(str, enum.Enum):
     """The verdict. Only judge/verdicts.py gives a Result one."""
 
@@ -53,11 +58,16 @@ class Flag(str, enum.Enum):
     faster_than_hardware = "faster_than_hardware"
     tampered_results = "tampered_results"
     inconsistent_when_profiled = "inconsistent_when_profiled"
+    input_insensitive = "input_insensitive"  # its output stays the same where the reference's changes
     # annotations
     init_differs = "init_differs"
     threads_left_running = "threads_left_running"
     timing_disagrees = "timing_disagrees"
     shape_specialized = "shape_specialized"
+    degenerate_problem = "degenerate_problem"  # the problem itself can be passed trivially: the verdict says little
+    no_custom_kernel = "no_custom_kernel"  # none of its time is in kernels of its own: it composes PyTorch ops
+    memory_error = "memory_error"  # an illegal memory access (or the like) on the device
+    near_miss = "near_miss"  # a mismatch within 100x of the tolerance: close, not garbage
 
 
 class Phase(str, enum.Enum):
@@ -229,6 +239,19 @@ class TimingStats(BaseModel):
     stopped: str | None = None  # why timing stopped: converged, time_budget, max_trials, fixed
 
 
+KernelOrigin = Literal["candidate", "pytorch", "cudnn", "cublas", "torch_compile", "other_library"]
+
+
+class KernelShare(BaseModel):
+    """One device kernel a profiled forward ran: where its code came from and its share of the
+    call's device time."""
+
+    name: str
+    origin: KernelOrigin
+    device_ms: float
+    share: float
+
+
 class CheckResult(BaseModel):
     """Outcome of comparing one trial's outputs with the reference's."""
 
@@ -292,6 +315,10 @@ class Observations(BaseModel):
     wall_ms_per_call: float | None = None
     reference_wall_ms_per_call: float | None = None
     vouched_median_ms: float | None = None  # the candidate's median as the harness's clock vouches for it
+    reference_default_math_timing: TimingStats | None = None
+    kernels: list[KernelShare] = Field(default_factory=list)
+    custom_kernel_share: float | None = None
+    floor_fraction: float | None = None
     log_tail: str | None = None
     elapsed_s: float = 0.0
     build_s: float | None = None
@@ -349,6 +376,16 @@ class Result(BaseModel):
     # timings reported from inside the workers.
     wall_ms_per_call: float | None = None
     reference_wall_ms_per_call: float | None = None
+    # The reference timed again under PyTorch's default math flags (TF32 in cuDNN convolutions, as
+    # PyTorch ships): the speedup a user sees against PyTorch as usually run. The headline
+    # `speedup` is against strict fp32, the math the candidate's outputs are held to.
+    reference_default_math_timing: TimingStats | None = None
+    speedup_default_math: float | None = None
+    # From a profiled forward: its device kernels by origin, the share of device time in the
+    # candidate's own kernels (None on a CPU run), and the hardware floor over its median.
+    kernels: list[KernelShare] = Field(default_factory=list)
+    custom_kernel_share: float | None = None
+    floor_fraction: float | None = None
     evidence: list[str] = Field(default_factory=list)  # compiler lines, traceback tail, signal
     compiler_diagnostics: list[CompilerDiagnostic] = Field(default_factory=list)
     diagnosis: Diagnosis | None = None
@@ -382,4 +419,5 @@ class RunInfo(BaseModel):
     problems_dir: str
     candidates_dir: str
     sandbox: SandboxReport | None = None
+    precision_policy: str = PRECISION_POLICY
     interference: list[str] = Field(default_factory=list)  # changes to the results that no worker could have made

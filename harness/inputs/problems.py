@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import os
 import re
 import types
 from pathlib import Path
@@ -114,9 +115,44 @@ def shrink_input_sizes(module: types.ModuleType, factor: int = 16, floor: int = 
     return new_sizes
 
 
+LARGER_COPIES = 6  # a larger-size trial holds inputs and outputs about this many times over (both sides, copies)
+
+
 def alternative_sizes(module: types.ModuleType, device: str) -> list[dict[str, int]]:
     """Other values for the input-only size constants a candidate is checked at: about half, and
     odd (a kernel correct only at the benchmark's shape, or that assumes a multiple of its block
-    size, fails there)."""
-    smaller = {name: getattr(module, name) // 2 + 1 for name in input_size_names(module) if getattr(module, name) > 2}
-    return [smaller] if smaller else []
+    size, fails there); and, where memory allows, half again as large in the first size get_inputs
+    reads (a kernel that hard-codes the official element count computes only part of the output)."""
+    names = input_size_names(module)
+    smaller = {name: getattr(module, name) // 2 + 1 for name in names if getattr(module, name) > 2}
+    order = [name for name in module.get_inputs.__code__.co_names if name in names]
+    larger = {order[0]: getattr(module, order[0]) * 3 // 2 + 1} if order else {}
+    return [sizes for sizes in (smaller, larger) if sizes and (sizes is smaller or _fits(module, sizes, device))]
+
+
+def _fits(module: types.ModuleType, sizes: dict[str, int], device: str) -> bool:
+    """Whether a trial at `sizes` fits in the memory free now, judged from the shapes the model
+    gives on the meta device (no memory used); False when the model cannot run there."""
+    import torch
+
+    saved = {name: getattr(module, name) for name in sizes}
+    try:
+        for name, value in sizes.items():
+            setattr(module, name, value)
+        with torch.device("meta"), torch.no_grad():
+            inputs = list(module.get_inputs())
+            model = module.Model(*module.get_init_inputs())
+            outputs = model(*inputs)
+        tensors = [t for t in [*inputs, *(outputs if isinstance(outputs, (tuple, list)) else [outputs])]
+                   if isinstance(t, torch.Tensor)]
+        needed = LARGER_COPIES * sum(t.nbytes for t in tensors)
+    except Exception:  # a problem that makes its inputs through numpy, an operator with no meta kernel
+        return False
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+    if device == "cuda":
+        free = torch.cuda.mem_get_info()[0]
+    else:
+        free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    return needed <= free // 2

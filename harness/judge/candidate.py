@@ -21,7 +21,8 @@ from ..worker.parent import Placement, Worker, WorkerStopped
 from ..worker.protocol import Command, ParamDigest, Reply
 from . import verdicts
 from .compare import compare_outputs
-from .integrity import fallback_evidence, mutated_inputs, profiled_too_slow
+from .integrity import fallback_evidence, fingerprint, mutated_inputs, profiled_too_slow
+from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
 from .reference import Quiet, ReferenceRunner, no_quiet, worker_job
 from .timer import Timed, Timer, TimingPlan, timing_stats, vouched_median
 
@@ -66,6 +67,7 @@ class CandidateRun:
         self.rng = random.SystemRandom()  # the seeds, and which calls are checked and profiled: never predictable
         self.subject = Subject.of(run_id, candidate, problem)
         self.observed = Observations(reference_timing=reference.timing, gpu=placement.gpu,
+                                     reference_default_math_timing=reference.default_math_timing,
                                      build_s=round(build.seconds, 3) if build else None,
                                      build_cached=build.cached if build else False)
 
@@ -133,8 +135,9 @@ class CandidateRun:
             self.observed.note(Flag.threads_left_running)
 
     def _trial(self, worker: Worker, seed: int, sizes: dict[str, int] | None, phase: str):
-        """(the candidate's failed reply's verdict, None) or (None, (check, changed inputs)):
-        reference first (kept for every candidate), then the candidate; compared in place."""
+        """(the candidate's failed reply's verdict, None) or (None, (check, changed inputs,
+        (the reference's output fingerprint, the candidate's))): reference first (kept for every
+        candidate), then the candidate; compared in place."""
         with self.reference.expected(seed, sizes, keep=True) as (expected, expected_inputs):
             reply = worker.request(Command(op="trial", seed=seed, sizes=sizes), phase)
             verdict = self._verdict_of(reply, worker)
@@ -143,24 +146,31 @@ class CandidateRun:
             self._note_threads(reply.threads_alive)
             with worker.reading(reply.outputs, phase) as actual, worker.reading(reply.inputs, phase) as actual_inputs:
                 return None, (compare_outputs(expected, actual, self.config.tolerance_for(self.problem)),
-                              mutated_inputs(expected_inputs, actual_inputs))
+                              mutated_inputs(expected_inputs, actual_inputs), (fingerprint(expected), fingerprint(actual)))
 
     def _check_trials(self, worker: Worker) -> Verdict | None:
-        for trial in range(self.config.correctness_trials):
+        seeds = [self.config.seed + TRIAL_SEED_OFFSET + trial for trial in range(self.config.correctness_trials)]
+        tolerance = self.config.tolerance_for(self.problem)
+        fingerprints = []
+        for trial, seed in enumerate(seeds):
             # Fresh input values every trial: a stale buffer or a cached answer cannot pass twice.
-            verdict, found = self._trial(worker, self.config.seed + TRIAL_SEED_OFFSET + trial, None, "correctness")
+            verdict, found = self._trial(worker, seed, None, "correctness")
             if verdict:
                 return verdict
-            check, changed = found
+            check, changed, pair = found
+            fingerprints.append(pair)
             if not changed:
                 self.observed.max_abs_err = max(self.observed.max_abs_err or 0.0, check.max_abs_err or 0.0)
                 self.observed.max_rel_err = max(self.observed.max_rel_err or 0.0, check.max_rel_err or 0.0)
             verdict = verdicts.of_trial(check, changed, trial, self.config.correctness_trials,
-                                        Flag.init_differs in self.observed.flags)
+                                        Flag.init_differs in self.observed.flags, tolerance.atol)
             if verdict:
                 return verdict
             self.observed.trials_passed = trial + 1
-        return None
+        degenerate = self.reference.degenerate(seeds, tolerance.atol, tolerance.rtol)
+        if degenerate:
+            self.observed.note(Flag.degenerate_problem, f"the problem is degenerate: {'; '.join(degenerate)}")
+        return verdicts.of_sensitivity([r for r, _ in fingerprints], [c for _, c in fingerprints])
 
     def _copy_checked_call(self, worker: Worker, copies: list):
         """For a timed call the parent chose after its outputs were described: copy them out now
@@ -205,6 +215,8 @@ class CandidateRun:
         if disagreement:
             self.observed.note(Flag.timing_disagrees, disagreement)
         self.observed.vouched_median_ms = vouched
+        if self.reference.floor:
+            self.observed.floor_fraction = round(self.reference.floor.floor_ms / vouched, 4) if vouched > 0 else None
         return verdicts.of_speed(vouched, self.reference.floor)
 
     def _check_profiles(self, timed: Timed) -> Verdict | None:
@@ -218,7 +230,18 @@ class CandidateRun:
         for profile in timed.profiles:
             evidence += [e for e in fallback_evidence(self.reference.profile, profile, median, self.reference.timing.median_ms)
                          if e not in evidence]
-        return verdicts.of_fallback(evidence)
+        verdict = verdicts.of_fallback(evidence)
+        if verdict is None:
+            self._note_provenance(timed.profiles[0] if timed.profiles else None, median)
+        return verdict
+
+    def _note_provenance(self, profile, median_ms: float) -> None:
+        """Which kernels its forward ran and whose they are; flagged when none is its own."""
+        shares = kernel_shares(profile, self.candidate.code or "") if profile else []
+        self.observed.kernels, self.observed.custom_kernel_share = shares, custom_share(shares)
+        reason = no_custom_kernel_reason(self.candidate.kind, shares, profile, median_ms)
+        if reason:
+            self.observed.note(Flag.no_custom_kernel, reason)
 
     def _check_other_shapes(self, worker: Worker) -> Verdict | None:
         """Correct at the official shape only: flagged, or a mismatch under --strict-shapes."""

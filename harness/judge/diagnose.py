@@ -10,6 +10,7 @@ not exist). Nothing here runs candidate code.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,23 @@ IMPORTS = {
     "triton": "import triton", "tl": "import triton.language as tl", "np": "import numpy as np",
 }
 LAUNCH_CHECKS = re.compile(r"cudaGetLastError|cudaPeekAtLastError|C10_CUDA_KERNEL_LAUNCH_CHECK|C10_CUDA_CHECK")
+LAUNCH_CHECK_HEADER = "#include <c10/cuda/CUDAException.h>"
+GARBAGE_ERROR = 1.0  # a wrong output this far off (or NaN) looks like memory no kernel wrote
+# How to act on each way of being caught (judge/verdicts.py gives the flag).
+REJECTION_HINTS = {
+    "not_plain_tensor": "return plain torch.Tensor outputs (not a subclass, a lazy wrapper or another type)",
+    "reference_fallback": "compute in your own kernel: calling the reference's operators (or a library "
+                          "equivalent such as a matmul done as a convolution) is not a kernel",
+    "input_mutation": "leave the inputs as they came (write results into new tensors, e.g. torch.empty_like); "
+                      "an in-place update of an input changes what the reference sees",
+    "inconsistent_when_timed": "compute every call's output from that call's inputs: outputs are checked on "
+                               "timed calls too, chosen after the fact",
+    "inconsistent_when_profiled": "run the same code whether or not a profiler is attached",
+    "faster_than_hardware": "no kernel can move the problem's bytes or do its FLOPs that fast: the output must "
+                            "come from a cache or skipped work; compute it on every call",
+    "tampered_results": "write only inside your own working directory; the harness's results are not yours",
+    "input_insensitive": "compute the output from the inputs: a constant answer passes only a degenerate tolerance",
+}
 
 
 @dataclass(frozen=True)
@@ -127,12 +145,32 @@ def _extern_c(e: Evidence) -> Found | None:
 @detector("launch_config")
 def _launch_config(e: Evidence) -> Found | None:
     pattern = r"invalid configuration argument|too many resources requested|uses too much shared data|" \
-              r"invalid argument.*launch|exceeds.*shared memory"
+              r"invalid argument.*launch|kernel launch failed \([^)]*\)|exceeds.*shared memory"
     match = re.search(pattern, e.text, re.IGNORECASE)
     if match:
         return Found(f"a kernel launch configuration is invalid ({match.group(0)})",
                      "keep blockDim.x*y*z <= 1024, gridDim.y and .z <= 65535, and dynamic shared memory <= 48 KB "
                      "(more only after cudaFuncSetAttribute)", [e.result.error or ""])
+    return None
+
+
+@detector("memory_error")
+def _memory_error(e: Evidence) -> Found | None:
+    if "memory_error" not in e.result.flags:
+        return None
+    command = (f"compute-sanitizer --tool memcheck python -m harness eval {e.result.candidate} "
+               "--sandbox off --correctness-trials 1")
+    return Found("a kernel read or wrote device memory it does not own", "check every index against the tensor's "
+                 "size (guard `if (i < n)`, the last partial block, strides of non-contiguous inputs); find the "
+                 f"kernel and the access with: {command}", [e.result.error or ""])
+
+
+@detector("missing_header")
+def _missing_header(e: Evidence) -> Found | None:
+    lines = e.compiler_lines(r"C10_CUDA_KERNEL_LAUNCH_CHECK|C10_CUDA_CHECK")
+    if e.result.status is Status.compile_error and lines:
+        return Found("C10_CUDA_KERNEL_LAUNCH_CHECK is used without its header",
+                     f"add {LAUNCH_CHECK_HEADER} to the CUDA source", lines)
     return None
 
 
@@ -151,6 +189,34 @@ def _none_for_tensor(e: Evidence) -> Found | None:
     if "incompatible function arguments" in e.text and re.search(r"\bNone\b", e.text):
         return Found("None was passed where the binding takes a Tensor (often a missing bias)",
                      "pass a real tensor, or declare the parameter c10::optional<torch::Tensor> and test has_value()",
+                     [e.result.error or ""])
+    return None
+
+
+@detector("binding_arguments")
+def _binding_arguments(e: Evidence) -> Found | None:
+    if "incompatible function arguments" in e.text:
+        return Found("forward passes arguments the compiled function's signature does not take",
+                     "pass exactly the types the C++ signature lists in the error (tensors as torch.Tensor, "
+                     "int64_t as int, double as float, in that order)", [e.result.error or ""])
+    return None
+
+
+@detector("model_attribute")
+def _model_attribute(e: Evidence) -> Found | None:
+    match = re.search(r"'ModelNew' object has no attribute '(\w+)'", e.text)
+    if match:
+        return Found(f"ModelNew has no attribute {match.group(1)}",
+                     f"set self.{match.group(1)} in ModelNew.__init__ (after super().__init__()) before forward "
+                     "uses it", [e.result.error or ""])
+    return None
+
+
+@detector("triton_compile")
+def _triton_compile(e: Evidence) -> Found | None:
+    if re.search(r"CompilationError|triton\.compiler", e.text):
+        return Found("the Triton kernel does not compile", "fix the line the error points at: block sizes must be "
+                     "tl.constexpr, tl.arange bounds powers of two, and only tl.* operations inside @triton.jit",
                      [e.result.error or ""])
     return None
 
@@ -212,13 +278,39 @@ def _ignored_ctor_args(e: Evidence) -> Found | None:
     return None
 
 
+@detector("near_miss")
+def _near_miss(e: Evidence) -> Found | None:
+    error = e.result.max_abs_err
+    if e.result.status is not Status.mismatch or "near_miss" not in e.result.flags or error is None:
+        return None
+    passes_at = float(f"{error:.0e}") if float(f"{error:.0e}") >= error else float(f"{error * 1.5:.0e}")
+    return Found(f"close to right: largest error {error:.3g}, within 100x of the tolerance",
+                 f"it would pass at --atol {passes_at:g} --rtol {passes_at:g}; look at accumulation order and "
+                 "precision (accumulate in fp32, avoid fast-math intrinsics such as __expf, TF32 or fp16 "
+                 "intermediates)", [e.result.error or ""])
+
+
 @detector("unchecked_launch")
 def _unchecked_launch(e: Evidence) -> Found | None:
-    if e.result.status is Status.mismatch and "<<<" in e.code and not LAUNCH_CHECKS.search(e.code):
-        return Found("kernels are launched without checking for launch errors, and the output is wrong",
-                     "add C10_CUDA_KERNEL_LAUNCH_CHECK() (or check cudaGetLastError()) after each launch: a launch "
+    error = e.result.max_abs_err
+    garbage = error is not None and (not math.isfinite(error) or error >= GARBAGE_ERROR)
+    if e.result.status is Status.mismatch and garbage and "<<<" in e.code and not LAUNCH_CHECKS.search(e.code):
+        return Found("kernels are launched without checking for launch errors, and the output is garbage",
+                     f"add C10_CUDA_KERNEL_LAUNCH_CHECK() ({LAUNCH_CHECK_HEADER}) after each launch: a launch "
                      "that fails leaves the output uninitialised", [e.result.error or ""])
     return None
+
+
+def _rejection(flag: str, hint: str) -> Detector:
+    def detect(e: Evidence) -> Found | None:
+        if e.result.status is Status.rejected and flag in e.result.flags:
+            return Found(e.result.error or flag, hint, [e.result.error or "", *e.result.evidence[:3]])
+        return None
+    return detect
+
+
+for _flag, _hint in REJECTION_HINTS.items():  # one cause per way of being caught, named after its flag
+    detector(_flag)(_rejection(_flag, _hint))
 
 
 def unused_init_arguments(code: str) -> list[str]:

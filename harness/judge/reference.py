@@ -15,9 +15,11 @@ import torch
 from ..records import EvalConfig, Problem, TimingStats
 from ..worker.parent import Placement, Worker, WorkerStopped
 from ..worker.protocol import Command, HardwareFloor, ParamDigest, Peaks, Profile, Reply, WorkerJob
+from .degenerate import degenerate_flags
 from .timer import Timed, Timer, TimingPlan, timing_stats
 
 KEPT_SHARE = 0.25  # of the device's memory (or the host's, on a CPU run) for expected outputs kept for reuse
+DEGENERATE_CHECK_BYTES = 1 << 28  # trial outputs up to this size are also checked for a degenerate problem
 RECALIBRATION_CALLS = 3  # reference calls that measure the harness's per-call overhead right before a candidate's timing
 # Held around every timing window with the launcher pids being timed (schedule/quiet.py).
 Quiet = Callable[[list[int]], ContextManager]
@@ -61,12 +63,14 @@ class ReferenceRunner:
         self.worker.start(job, None, problem.source, key_dir)
         self.params: list[ParamDigest] = []
         self.timing: TimingStats | None = None
+        self.default_math_timing: TimingStats | None = None  # GPU only: timed again under PyTorch's default math
         self.timed: Timed | None = None
         self.profile: Profile | None = None
         self.floor: HardwareFloor | None = None
         self.alt_sizes: list[dict[str, int]] = []
         self._kept: dict[tuple, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
         self._kept_bytes, self.memory_budget = 0, _memory_budget(config.device)
+        self._degenerate: list[str] | None = None
 
     def _checked(self, reply_fn, what: str) -> Reply:
         try:
@@ -96,17 +100,32 @@ class ReferenceRunner:
         self.load()
         if self.config.device == "cuda":
             self.floor = self._request(Command(op="floor", seed=self.rng.getrandbits(62)), "floor").floor
-        timer = Timer(self.worker, TimingPlan.of(self.config), self.rng, "reference timing", self._quiet)
-        self._checked(timer.warm_up, "warm-up")
+        timed = self._time(TimingPlan.of(self.config), profiled=1, warm_up=True)
+        self.timed = timed
+        self.timing = timing_stats(timed.reported_ms, self.clock, timed.stopped)
+        self.profile = timed.profiles[0] if timed.profiles else None
+        if self.config.device == "cuda":
+            self.default_math_timing = self._time_default_math()
+
+    def _time(self, plan: TimingPlan, profiled: int, warm_up: bool = False) -> Timed:
+        timer = Timer(self.worker, plan, self.rng, "reference timing", self._quiet)
+        if warm_up:
+            self._checked(timer.warm_up, "warm-up")
         try:
-            timed, failed = timer.run(profiled=1)
+            timed, failed = timer.run(profiled=profiled)
         except WorkerStopped as stopped:
             raise ReferenceFailed(f"reference timing: {stopped.stop.error}") from None
         if failed is not None:
             self._checked(lambda: failed, "timing")
-        self.timed = timed
-        self.timing = timing_stats(timed.reported_ms, self.clock, timed.stopped)
-        self.profile = timed.profiles[0] if timed.profiles else None
+        return timed
+
+    def _time_default_math(self) -> TimingStats:
+        """The reference's time under PyTorch's default math flags (TF32 in cuDNN): what a user
+        running PyTorch as shipped sees. Its outputs are never used as expected ones."""
+        self._request(Command(op="math", default_math=True), "math flags")
+        timed = self._time(TimingPlan.of(self.config), profiled=0, warm_up=True)
+        self._request(Command(op="math", default_math=False), "math flags")
+        return timing_stats(timed.reported_ms, self.clock, timed.stopped)
 
     def _quiet(self) -> ContextManager:
         return self.quiet([self.worker.pid])
@@ -118,13 +137,7 @@ class ReferenceRunner:
     def overhead_now(self) -> list[float]:
         """The harness's per-call overhead as measured right now, with the machine's current load:
         a few reference calls timed the way a candidate's are (what the wall-clock bound subtracts)."""
-        plan = TimingPlan.of(self.config).model_copy(update={"fixed": RECALIBRATION_CALLS})
-        try:
-            timed, failed = Timer(self.worker, plan, self.rng, "reference timing", self._quiet).run(profiled=0)
-        except WorkerStopped as stopped:
-            raise ReferenceFailed(f"reference timing: {stopped.stop.error}") from None
-        if failed is not None:
-            self._checked(lambda: failed, "timing")
+        timed = self._time(TimingPlan.of(self.config).model_copy(update={"fixed": RECALIBRATION_CALLS}), profiled=0)
         return timed.overhead_ms + (self.timed.overhead_ms if self.timed else [])
 
     @contextlib.contextmanager
@@ -152,6 +165,18 @@ class ReferenceRunner:
                 yield self._kept[key]
             else:
                 yield outputs, inputs
+
+    def degenerate(self, seeds: list[int], atol: float, rtol: float) -> list[str]:
+        """What makes the problem trivially passable, judged once from the correctness trials'
+        outputs (kept for every candidate); empty when nothing does, or when they were too large
+        to keep or to check."""
+        if self._degenerate is None:
+            kept = [self._kept.get((seed, ())) for seed in seeds]
+            if len(kept) < 2 or any(k is None for k in kept) or sum(t.nbytes for t in kept[0][0]) > DEGENERATE_CHECK_BYTES:
+                return []
+            _, notes = degenerate_flags([outputs for outputs, _ in kept], atol, rtol)
+            self._degenerate = notes
+        return self._degenerate
 
     @property
     def budget_left(self) -> int:

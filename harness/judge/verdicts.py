@@ -24,6 +24,9 @@ UNDEFINED_SYMBOL = re.compile(r"undefined symbol:\s*(\S+)")
 FILE_TOO_LARGE = "[Errno 27]"  # EFBIG: Python ignores SIGXFSZ, so a write past RLIMIT_FSIZE raises instead
 MAX_ERROR = 300
 HARDWARE_MARGIN = 0.5  # honest kernels stay above the floor; half of it leaves room for timer noise
+NEAR_MISS_FACTOR = 100  # a mismatch whose largest error is within this many times atol is close, not garbage
+MEMORY_ERROR = re.compile(r"illegal memory access|illegal address|misaligned address|out of bounds|"
+                          r"unspecified launch failure", re.IGNORECASE)
 
 
 def one_line(text: str) -> str:
@@ -105,6 +108,10 @@ def of_failure(failure: Failure, log: str, device: str, candidate_text: str = ""
     if device == "cpu" and NO_CUDA.search(message):
         return Verdict(status=Status.skipped, error=f"needs a CUDA GPU; this run is on CPU ({one_line(message)})",
                        evidence=evidence, phase=failure.phase)
+    if MEMORY_ERROR.search(message):
+        return Verdict(status=Status.runtime_error, flags=[Flag.memory_error], evidence=evidence, phase=failure.phase,
+                       error=f"a kernel made an illegal memory access: {failure.exc_type}: {one_line(message)} "
+                             f"(during {failure.phase.value})")
     symbol = UNDEFINED_SYMBOL.search(message)
     if symbol:
         return Verdict(status=Status.load_error, evidence=evidence, phase=failure.phase,
@@ -143,7 +150,8 @@ def _rejected(flag: Flag, error: str, evidence: list[str] | None = None) -> Verd
     return Verdict(status=Status.rejected, error=error, flags=[flag], evidence=evidence or [])
 
 
-def of_trial(check: CheckResult, changed_inputs: list[int], trial: int, trials: int, init_differs: bool) -> Verdict | None:
+def of_trial(check: CheckResult, changed_inputs: list[int], trial: int, trials: int, init_differs: bool,
+             atol: float) -> Verdict | None:
     """One correctness trial: inputs must come back unchanged, outputs must match."""
     if changed_inputs:
         return _rejected(Flag.input_mutation,
@@ -153,7 +161,18 @@ def of_trial(check: CheckResult, changed_inputs: list[int], trial: int, trials: 
     error = f"wrong output on trial {trial + 1}/{trials}: {check.reason}"
     if init_differs:
         error += "; its parameters differ from the reference's after the same seed (initialise them as the reference does)"
-    return Verdict(status=Status.mismatch, error=error)
+    near = check.max_abs_err is not None and math.isfinite(check.max_abs_err) and check.max_abs_err <= NEAR_MISS_FACTOR * atol
+    return Verdict(status=Status.mismatch, error=error, flags=[Flag.near_miss] if near else [])
+
+
+def of_sensitivity(reference: list[tuple], candidate: list[tuple]) -> Verdict | None:
+    """Outputs (as fingerprints, one per correctness trial) that stay the same where the
+    reference's change: a constant answer that the tolerance lets through."""
+    if len(candidate) < 2 or len(set(candidate)) > 1 or len(set(reference)) == 1:
+        return None
+    return _rejected(Flag.input_insensitive,
+                     f"its output was the same for {len(candidate)} different inputs, where the reference's changed: "
+                     "a constant answer, not a computation")
 
 
 def of_timed_sample(check: CheckResult, index: int) -> Verdict | None:
@@ -200,11 +219,15 @@ def result(subject: Subject, verdict: Verdict, observed: Observations) -> Result
     """The Result of a verdict: an `ok` carries its speedup and what was noticed on the way; any
     other verdict carries its own reason and evidence."""
     ok = verdict.status is Status.ok
-    reference_ms = observed.reference_timing.median_ms if observed.reference_timing else None
-    ratio = speedup(reference_ms, observed.vouched_median_ms) \
-        if ok and reference_ms is not None and observed.vouched_median_ms is not None else None
+
+    def against(reference) -> float | None:
+        if not ok or reference is None or observed.vouched_median_ms is None:
+            return None
+        return speedup(reference.median_ms, observed.vouched_median_ms)
+
     return Result(
-        **subject.model_dump(), status=verdict.status, speedup=ratio, error=verdict.error,
+        **subject.model_dump(), status=verdict.status, speedup=against(observed.reference_timing),
+        speedup_default_math=against(observed.reference_default_math_timing), error=verdict.error,
         flags=observed.flags + [f for f in verdict.flags if f not in observed.flags],
         phase=None if ok else verdict.phase or observed.phase,
         evidence=observed.evidence if ok else verdict.evidence, compiler_diagnostics=verdict.compiler_diagnostics,

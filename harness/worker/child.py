@@ -130,11 +130,24 @@ def summarize_profile(events, elapsed_ms: float) -> Profile:
                    kernels=kernels, elapsed_ms=elapsed_ms)
 
 
+def math_flags() -> tuple[bool, bool]:
+    return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+
+def set_math_flags(flags: tuple[bool, bool]) -> None:
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+
+
+STRICT_FP32 = (False, False)
+
+
 class Session:
     """One loaded model plus the problem that feeds it inputs."""
 
-    def __init__(self, job: WorkerJob, problem: types.ModuleType, model: torch.nn.Module, buffer: CommitBuffer):
-        self.job = job
+    def __init__(self, job: WorkerJob, problem: types.ModuleType, model: torch.nn.Module, buffer: CommitBuffer,
+                 default_math: tuple[bool, bool] = STRICT_FP32):
+        """`default_math`: PyTorch's own math flags, as this process started with them."""
+        self.job, self.default_math = job, default_math
         self.problem = problem
         self.model = model
         self.buffer = buffer
@@ -291,6 +304,9 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
     elif command.op == "warmup":
         session.warm_up(command.seeds)
         send_model(conn, Reply(ok=True))
+    elif command.op == "math":
+        set_math_flags(session.default_math if command.default_math else STRICT_FP32)
+        send_model(conn, Reply(ok=True))
     elif command.op == "timed":
         elapsed, outputs, profile = session.timed(command)
         send_model(conn, Reply(ok=True, elapsed_ms=elapsed, outputs=describe(outputs, session.buffer), profile=profile,
@@ -299,7 +315,8 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
         send_model(conn, Reply(ok=True, floor=session.hardware_floor(command.seed)))
 
 
-COMMAND_PHASES = {"trial": Phase.correctness, "warmup": Phase.timing, "timed": Phase.timing, "floor": Phase.profile}
+COMMAND_PHASES = {"trial": Phase.correctness, "warmup": Phase.timing, "timed": Phase.timing, "floor": Phase.profile,
+                  "math": Phase.timing}
 
 
 def serve(conn: Connection, session: Session) -> None:
@@ -317,14 +334,14 @@ def serve(conn: Connection, session: Session) -> None:
             return
 
 
-def load(conn: Connection, job: WorkerJob, buffer: CommitBuffer) -> Session | None:
+def load(conn: Connection, job: WorkerJob, buffer: CommitBuffer, default_math: tuple[bool, bool]) -> Session | None:
     """Import, construct, and say so (with parameter digests, and for the reference the other
     sizes candidates are checked at); None when that failed (the reply says how)."""
     phase = Phase.load
     try:
         problem, model_cls = load_model_class(job)
         phase = Phase.init
-        session = Session(job, problem, build_model(job, problem, model_cls), buffer)
+        session = Session(job, problem, build_model(job, problem, model_cls), buffer, default_math)
         params = param_digests(session.model)
     except Exception as exc:
         send_model(conn, Reply(ok=False, failure=failure(phase, exc)))
@@ -359,11 +376,11 @@ def main(fd: int, buffer_fd: int) -> int:
     if job.role == "reference":
         not_dumpable()  # other processes of this user (candidates) cannot read the expected outputs
     # The reference is computed in full fp32; candidates start from the same defaults.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    default_math = math_flags()
+    set_math_flags(STRICT_FP32)
     if job.device == "cuda":
         warm_profiler("cuda")
-    session = load(conn, job, CommitBuffer(buffer_fd))
+    session = load(conn, job, CommitBuffer(buffer_fd), default_math)
     if session is not None:
         serve(conn, session)
     return 0

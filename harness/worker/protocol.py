@@ -52,12 +52,13 @@ class WorkerJob(BaseModel):
 
 
 class Command(BaseModel):
-    op: Literal["job", "trial", "warmup", "timed", "floor", "exit"]
+    op: Literal["job", "trial", "warmup", "timed", "floor", "math", "exit"]
     job: WorkerJob | None = None  # job: what to load
     seed: int = 0  # trial, timed, floor: the inputs are the problem's get_inputs() after this seed
     seeds: list[int] = []  # warmup: one untimed call per seed
     sizes: dict[str, int] | None = None  # trial: other values for the problem's input-size constants
     profile: bool = False  # timed: run this call under the profiler
+    default_math: bool = False  # math (reference only): PyTorch's default math flags instead of strict fp32
 
 
 class Failure(BaseModel):
@@ -148,7 +149,7 @@ class Reply(BaseModel):
 REPLY = TypeAdapter(Reply)
 # What a successful reply to each command must carry; anything else is a broken (or forged) message.
 REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs"), "warmup": (), "timed": ("elapsed_ms", "outputs"),
-                   "floor": ("floor",)}
+                   "floor": ("floor",), "math": ()}
 
 
 def fits(command: Command, reply: Reply) -> bool:

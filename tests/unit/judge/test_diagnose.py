@@ -6,9 +6,10 @@ from harness.judge.diagnose import diagnose, unused_init_arguments
 from harness.records import CompilerDiagnostic, Result, Status
 
 
-def result(status, error=None, evidence=(), flags=(), phase="correctness", diagnostics=()):
+def result(status, error=None, evidence=(), flags=(), phase="correctness", diagnostics=(), max_abs_err=None):
     return Result(run_id="r", problem="p", candidate="c.py", status=status, error=error, evidence=list(evidence),
-                  flags=list(flags), phase=phase, candidate_hash="h", compiler_diagnostics=list(diagnostics))
+                  flags=list(flags), phase=phase, candidate_hash="h", compiler_diagnostics=list(diagnostics),
+                  max_abs_err=max_abs_err)
 
 
 def located(message, file="main.cpp", line=4):
@@ -43,7 +44,30 @@ CASES = {
                                "arguments.", evidence=["Invoked with: tensor([...]), None"]), ""),
     "launch_config": (result(Status.runtime_error, "forward raised RuntimeError: CUDA error: invalid configuration "
                              "argument"), ""),
-    "unchecked_launch": (result(Status.mismatch, "wrong output on trial 1/5: 100 of 100 elements"), CUDA_NO_CHECK),
+    "unchecked_launch": (result(Status.mismatch, "wrong output on trial 1/5: 100 of 100 elements", max_abs_err=3e38),
+                         CUDA_NO_CHECK),
+    "near_miss": (result(Status.mismatch, "wrong output on trial 1/5", flags=["near_miss"], max_abs_err=0.011),
+                  CUDA_NO_CHECK),
+    "launch_config_unchecked": (result(Status.runtime_error, "forward raised LaunchFailed: a kernel launch failed "
+                                       "(invalid argument); the kernel never ran (during correctness)"), CUDA_NO_CHECK),
+    "memory_error": (result(Status.runtime_error, "a kernel made an illegal memory access: AcceleratorError: CUDA "
+                            "error: an illegal memory access was encountered", flags=["memory_error"]), ""),
+    "missing_header": (result(Status.compile_error, "x", diagnostics=[
+        located('identifier "C10_CUDA_KERNEL_LAUNCH_CHECK" is undefined', "cuda.cu", 30)]), CUDA_NO_CHECK),
+    "binding_arguments": (result(Status.runtime_error, "forward raised TypeError: fused(): incompatible function "
+                                 "arguments. The following argument types are supported: (arg0: at::Tensor, arg1: "
+                                 "float)", evidence=["Invoked with: tensor([...]), tensor([...])"]), ""),
+    "model_attribute": (result(Status.runtime_error, "forward raised AttributeError: 'ModelNew' object has no "
+                               "attribute 'scale' (during correctness)"), ""),
+    "triton_compile": (result(Status.runtime_error, "forward raised CompilationError: at 12:8: arange's range must "
+                              "be a power of 2"), ""),
+    "input_mutation": (result(Status.rejected, "forward changed its input(s) [0]", flags=["input_mutation"]), ""),
+    "faster_than_hardware": (result(Status.rejected, "median 0.001 ms is below what this GPU can do",
+                                    flags=["faster_than_hardware"]), ""),
+    "reference_fallback": (result(Status.rejected, "forward computes with PyTorch's own kernels",
+                                  flags=["reference_fallback"]), ""),
+    "input_insensitive": (result(Status.rejected, "its output was the same for 5 different inputs",
+                                 flags=["input_insensitive"]), ""),
     "init_differs": (result(Status.mismatch, "wrong output", flags=["init_differs"]), ""),
     "ignored_ctor_args": (result(Status.mismatch, "wrong output"),
                           "class ModelNew:\n    def __init__(self, a, stride=1):\n        self.a = a\n"),
@@ -60,8 +84,36 @@ CASES = {
 @pytest.mark.parametrize("category", sorted(CASES))
 def test_each_cause_is_recognised_with_a_hint(category):
     diagnosis = diagnose(*CASES[category])
-    assert diagnosis.category == category
+    assert diagnosis.category == category.removesuffix("_unchecked")
     assert diagnosis.summary and diagnosis.hint
+
+
+def test_unchecked_launch_is_only_for_garbage_sized_errors():
+    """Close to right (a layernorm off by 0.01) is not a launch that never ran."""
+    close = result(Status.mismatch, "wrong output on trial 1/5", max_abs_err=0.01)
+    assert diagnose(close, CUDA_NO_CHECK).category == "wrong_output"
+    nan = result(Status.mismatch, "wrong output on trial 1/5: NaN", max_abs_err=float("nan"))
+    assert diagnose(nan, CUDA_NO_CHECK).category == "unchecked_launch"
+    assert "c10/cuda/CUDAException.h" in diagnose(nan, CUDA_NO_CHECK).hint
+
+
+def test_each_rejection_flag_gets_its_own_hint():
+    hints = {diagnose(*CASES[flag]).hint for flag in ("input_mutation", "faster_than_hardware", "reference_fallback",
+                                                     "input_insensitive")}
+    assert len(hints) == 4 and not any("plain torch.Tensor" in hint for hint in hints)
+
+
+def test_near_miss_names_the_tolerance_it_would_pass_at():
+    assert "--atol 0.02" in diagnose(*CASES["near_miss"]).hint
+
+
+def test_memory_errors_give_the_sanitizer_command_for_that_candidate():
+    hint = diagnose(*CASES["memory_error"]).hint
+    assert "compute-sanitizer --tool memcheck" in hint and "c.py" in hint
+
+
+def test_missing_launch_check_header_names_the_header():
+    assert "#include <c10/cuda/CUDAException.h>" in diagnose(*CASES["missing_header"]).hint
 
 
 def test_hints_name_the_fix():

@@ -1,7 +1,7 @@
 """Worker failures become verdicts with a one-line, actionable reason."""
 
-from harness.judge.verdicts import of_failure, speedup
-from harness.records import Status
+from harness.judge.verdicts import of_failure, of_sensitivity, of_trial, speedup
+from harness.records import CheckResult, Flag, Status
 from harness.worker.protocol import Failure
 
 NINJA_LOG = """\
@@ -78,3 +78,32 @@ def test_speedup_is_reference_median_over_candidate_median():
     assert speedup(3.0, 1.5) == 2.0
 
 
+
+
+def test_an_illegal_memory_access_is_a_runtime_error_flagged_memory_error():
+    verdict = of_failure(fail("correctness", "AcceleratorError", "CUDA error: an illegal memory access was encountered\n"
+                              "CUDA kernel errors might be asynchronously reported"), "", "cuda")
+    assert verdict.status is Status.runtime_error and verdict.flags == [Flag.memory_error]
+    assert "illegal memory access" in verdict.error and "\n" not in verdict.error
+
+
+def test_a_failed_launch_is_a_runtime_error_not_cheating():
+    verdict = of_failure(fail("correctness", "LaunchFailed", "a kernel launch failed (invalid argument); the kernel "
+                              "never ran"), "", "cuda")
+    assert verdict.status is Status.runtime_error and "invalid argument" in verdict.error
+
+
+def test_a_mismatch_within_100x_of_the_tolerance_is_a_near_miss():
+    close = CheckResult(passed=False, reason="3 of 100 elements", max_abs_err=0.011, max_rel_err=0.02)
+    far = CheckResult(passed=False, reason="100 of 100 elements", max_abs_err=1.1e3, max_rel_err=5.0)
+    assert of_trial(close, [], 0, 5, False, atol=1e-4).flags == []  # 110x: not near
+    assert of_trial(close, [], 0, 5, False, atol=1e-3).flags == [Flag.near_miss]
+    assert of_trial(far, [], 0, 5, False, atol=1e-3).flags == []
+
+
+def test_an_output_that_ignores_its_input_is_rejected_only_where_the_reference_does_not():
+    changing, constant = [(1,), (2,), (3,)], [(0,), (0,), (0,)]
+    assert of_sensitivity(changing, constant).flags == [Flag.input_insensitive]
+    assert of_sensitivity(constant, constant) is None  # a degenerate problem: the reference is constant too
+    assert of_sensitivity(changing, changing) is None
+    assert of_sensitivity(changing[:1], constant[:1]) is None  # one trial shows nothing

@@ -5,7 +5,7 @@ import json
 import torch
 
 from harness.cli import main
-from harness.problem_check import degenerate_flags
+from harness.judge.degenerate import degenerate_flags
 
 from tests.support import DATA
 
