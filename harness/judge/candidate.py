@@ -15,6 +15,8 @@ import statistics
 import time
 from pathlib import Path
 
+import torch
+
 from ..builds.cache import BuildOutcome, key_lock
 from ..records import (Candidate, EvalConfig, Flag, Observations, Phase, Problem, Result, Status, Subject, Verdict)
 from ..worker.parent import Placement, Worker, WorkerStopped
@@ -182,6 +184,10 @@ class CandidateRun:
             with worker.reading(reply.outputs, "timing") as actual:
                 if sum(t.nbytes for c in copies for t in c[1]) + sum(t.nbytes for t in actual) <= budget:
                     copies.append((seed, [t.clone() for t in actual]))
+                    if actual and actual[0].is_cuda:
+                        # Done copying before the mapping closes and before the next timed call: a
+                        # copy still running on the GPU would slow that call and be blamed on it.
+                        torch.cuda.synchronize(actual[0].device)
                     return None
                 return self._compare_checked_call(seed, actual, len(copies) + 1)
 
@@ -227,13 +233,11 @@ class CandidateRun:
         if slow:
             return verdicts.of_profiled_slowdown(slow)
         evidence, median = [], self.observed.timing.median_ms
+        self._note_provenance(timed.profiles[0] if timed.profiles else None, median)
         for profile in timed.profiles:
             evidence += [e for e in fallback_evidence(self.reference.profile, profile, median, self.reference.timing.median_ms)
                          if e not in evidence]
-        verdict = verdicts.of_fallback(evidence)
-        if verdict is None:
-            self._note_provenance(timed.profiles[0] if timed.profiles else None, median)
-        return verdict
+        return verdicts.of_fallback(evidence)
 
     def _note_provenance(self, profile, median_ms: float) -> None:
         """Which kernels its forward ran and whose they are; flagged when none is its own."""

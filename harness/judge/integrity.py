@@ -165,6 +165,9 @@ def _bytes(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.contiguous().reshape(-1).view(torch.uint8)
 
 
+FINGERPRINT_CHUNK = 1 << 25  # elements summed at a time: the int64 copy a sum makes stays at 256 MB
+
+
 def fingerprint(tensors: list[torch.Tensor]) -> tuple:
     """Shapes and two sums over the outputs' bytes: equal for equal outputs, and different, short
     of a crafted collision, for outputs that differ anywhere (enough to tell a constant answer)."""
@@ -172,5 +175,10 @@ def fingerprint(tensors: list[torch.Tensor]) -> tuple:
     for tensor in tensors:
         raw = _bytes(tensor)
         words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
-        parts += [tuple(tensor.shape), int(words.sum(dtype=torch.int64)), int(words[::7].sum(dtype=torch.int64))]
+        plain = strided = 0
+        for start in range(0, words.numel(), FINGERPRINT_CHUNK):
+            chunk = words[start:start + FINGERPRINT_CHUNK]
+            plain += int(chunk.sum(dtype=torch.int64))
+            strided += int(chunk[::7].sum(dtype=torch.int64))
+        parts += [tuple(tensor.shape), plain, strided]
     return tuple(parts)

@@ -20,7 +20,7 @@ from .timer import Timed, Timer, TimingPlan, timing_stats
 
 KEPT_SHARE = 0.25  # of the device's memory (or the host's, on a CPU run) for expected outputs kept for reuse
 DEGENERATE_CHECK_BYTES = 1 << 28  # trial outputs up to this size are also checked for a degenerate problem
-RECALIBRATION_CALLS = 3  # reference calls that measure the harness's per-call overhead right before a candidate's timing
+RECALIBRATION_CALLS = 5  # reference calls that measure the harness's per-call overhead right before a candidate's timing
 # Held around every timing window with the launcher pids being timed (schedule/quiet.py).
 Quiet = Callable[[list[int]], ContextManager]
 
@@ -138,7 +138,9 @@ class ReferenceRunner:
         """The harness's per-call overhead as measured right now, with the machine's current load:
         a few reference calls timed the way a candidate's are (what the wall-clock bound subtracts)."""
         timed = self._time(TimingPlan.of(self.config).model_copy(update={"fixed": RECALIBRATION_CALLS}), profiled=0)
-        return timed.overhead_ms + (self.timed.overhead_ms if self.timed else [])
+        # Only these: the reference's own timing ran when the lane was busier (the next worker
+        # booting beside it), and an overhead taken then is larger than a candidate's now.
+        return timed.overhead_ms
 
     @contextlib.contextmanager
     def expected(self, seed: int, sizes: dict[str, int] | None = None,

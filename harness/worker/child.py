@@ -156,6 +156,12 @@ class Session:
         self.timed_model = torch.compile(model) if job.compile_baseline else model
         self.flush = flush_buffer() if job.device == "cuda" else None
 
+    def release(self) -> None:
+        """Drop the held outputs and hand cached device memory back (outputs can be gigabytes)."""
+        self.held = []
+        if self.job.device == "cuda":
+            torch.cuda.empty_cache()
+
     def inputs(self, seed: int, sizes: dict[str, int] | None = None) -> list:
         with problem_sizes(self.problem, sizes):
             seed_everything(seed)
@@ -206,9 +212,9 @@ class Session:
         activities = [torch.profiler.ProfilerActivity.CPU]
         if self.job.device == "cuda":
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        with torch.profiler.profile(activities=activities) as prof:
-            elapsed = time_call(call, self.flush)
-        return elapsed, summarize_profile(prof.events(), elapsed)
+        profiler = torch.profiler.profile(activities=activities)
+        elapsed = time_call(call, self.flush, lambda: profiler)
+        return elapsed, summarize_profile(profiler.events(), elapsed)
 
     def timed(self, command: Command) -> tuple[float, list[torch.Tensor], Profile | None]:
         """One timed call on inputs made from a seed learned only now."""
@@ -306,6 +312,7 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
         send_model(conn, Reply(ok=True))
     elif command.op == "math":
         set_math_flags(session.default_math if command.default_math else STRICT_FP32)
+        session.release()  # another algorithm's workspace is not kept beside this one's
         send_model(conn, Reply(ok=True))
     elif command.op == "timed":
         elapsed, outputs, profile = session.timed(command)

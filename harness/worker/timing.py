@@ -9,8 +9,10 @@ this is trusted: the parent holds every reported time against its own clock (jud
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from typing import ContextManager
 
 import torch
 
@@ -33,23 +35,28 @@ def flush_buffer() -> torch.Tensor:
     return torch.empty(max(MIN_FLUSH_BYTES, 4 * l2_bytes), dtype=torch.uint8, device="cuda")
 
 
-def time_call(call: Callable[[], object], flush: torch.Tensor | None) -> float:
+def time_call(call: Callable[[], object], flush: torch.Tensor | None,
+              watch: Callable[[], ContextManager] = contextlib.nullcontext) -> float:
     """Milliseconds of one call. On a GPU (`flush` given): persisting L2 lines demoted and the L2
-    flushed first, the device idle at the start event, every stream drained before the end one."""
+    flushed first, the device idle at the start event, every stream drained before the end one.
+    `watch()` (the profiler) is held around the call only, not around the flush: the flush's
+    kernel is the harness's, not the candidate's."""
     if flush is None:
-        begin = _perf_counter_ns()
-        call()
-        return (_perf_counter_ns() - begin) / 1e6
+        with watch():
+            begin = _perf_counter_ns()
+            call()
+            return (_perf_counter_ns() - begin) / 1e6
     start, end = _EventBase(enable_timing=True), _EventBase(enable_timing=True)
     stream = _current_stream()
     cuda_ipc.reset_persisting_l2()
     flush.zero_()
     _device_synchronize()  # the device is idle: nothing earlier can leak into this call
-    _record_event(start, stream)
-    call()
-    _device_synchronize()  # every stream, so work hidden on side streams counts
-    _record_event(end, stream)
-    _device_synchronize()
+    with watch():
+        _record_event(start, stream)
+        call()
+        _device_synchronize()  # every stream, so work hidden on side streams counts
+        _record_event(end, stream)
+        _device_synchronize()
     return _event_elapsed_ms(start, end)
 
 
