@@ -9,18 +9,14 @@ import sys
 from pathlib import Path
 
 from . import options
-from .builds.cache import default_build_root
+from .errors import StoreFailed, UsageError
 from .options import number, size
-from .present.compare import compare_runs, describe_changes, render_compare
-from .present.export import write_export
-from .present.site import render_site
-from .present.summary import explanation, listing, summary_table
-from .problem_check import check_problems, describe_findings
-from .records import EvalConfig, HostEnv, SandboxMode
-from .run import EvalOptions, Interrupted, StoreFailed, UsageError, discover, eval_run, explain_result, open_db, run_results
-from .store import DEFAULT_DB
-from .worker.parent import ConfinementFailed
+from .records import HostEnv, SandboxMode
+from .store import DEFAULT_DB, Database, StoreError
 from .worker.sandbox import default_limits
+
+# Commands import what they need when they run: `--help`, `report`, `compare` and `export` never
+# import torch (seconds of start-up).
 
 EXIT_FAILED = 1  # the run could not go on (its results so far are kept)
 EXIT_USAGE = 2
@@ -35,24 +31,38 @@ EXAMPLES = {
     "export": "example:\n  python -m harness export --format kernelbench --out kb/",
     "list": "example:\n  python -m harness list candidates/",
 }
+OVERVIEW = ("examples:\n  python -m harness eval candidates/ --problems problems/\n"
+            "  python -m harness report --out site/\n  python -m harness explain candidates/relu/001.py\n"
+            "each command's options and their defaults: python -m harness COMMAND --help")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Examples as written; an option's default after its help, unless it has none (None, a flag
+    that is off) or the help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default in (None, False) or "default" in (action.help or ""):
+            return action.help or ""
+        return super()._get_help_string(action)
 
 
 def build_parser(host: HostEnv) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="harness", description="Evaluate LLM-written kernels against PyTorch references.")
+    parser = argparse.ArgumentParser(prog="harness", description="Evaluate LLM-written kernels against PyTorch references.",
+                                     epilog=OVERVIEW, formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, text: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=text, description=text, epilog=EXAMPLES[name],
-                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                              formatter_class=HelpFormatter)
 
     ev = command("eval", "evaluate candidates and write results.jsonl and index.html")
     ev.add_argument("candidates", type=Path, help="candidates dir: <problem_id>/<name>.{py,txt,md} or KernelBench flat files")
     ev.add_argument("--problems", type=Path, default=Path("problems"), help="problems dir, ours or a KernelBench level folder")
-    ev.add_argument("--out", type=Path, default=None, help="output dir (default reports/<run-id>/)")
-    ev.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda when available")
-    ev.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32")
+    ev.add_argument("--out", type=Path, default=None, help="output dir (default: reports/<run-id>/)")
+    ev.add_argument("--device", choices=["cpu", "cuda"], default=None, help="(default: cuda when available)")
+    ev.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default="fp32", help="dtype of inputs and weights")
     ev.add_argument("--baseline", choices=["eager", "compile"], default="eager", help="time the reference eagerly or with torch.compile")
-    ev.add_argument("--correctness-trials", type=number(int, 1), default=5)
+    ev.add_argument("--correctness-trials", type=number(int, 1), default=5, help="random inputs each candidate must match on")
     ev.add_argument("--warmup", type=number(int, 0), default=3, help="untimed calls before timing")
     ev.add_argument("--trials", type=options.trials, default=None, metavar="auto|N",
                     help="timed calls per model: auto (until the median's 95%% interval is within ±1%%, or the time "
@@ -64,10 +74,11 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
     ev.add_argument("--build-timeout", type=number(float, 0, above=True), default=900.0, help="seconds to build a candidate")
     ev.add_argument("--atol", type=number(float, 0), default=None, help="override every problem's absolute tolerance")
     ev.add_argument("--rtol", type=number(float, 0), default=None, help="override every problem's relative tolerance")
-    ev.add_argument("--seed", type=int, default=42)
+    ev.add_argument("--seed", type=int, default=42, help="random seed")
     ev.add_argument("--strict-shapes", action="store_true", help="correct at the problem's own sizes only: a mismatch")
     ev.add_argument("--problem", action="append", default=None, help="only this problem id (repeatable)")
-    ev.add_argument("--build-dir", type=Path, default=default_build_root(host), help="build cache, safe to share between runs")
+    ev.add_argument("--build-dir", type=Path, default=None,
+                    help=f"build cache, safe to share between runs (default: one under {host.cache_home})")
     ev.add_argument("--jobs", "-j", type=number(int, 1), default=None, help="builds at once (default: the cores the GPUs leave)")
     ev.add_argument("--warm-workers", type=number(int, 0), default=None,
                     help="workers booted ahead per lane, sandboxed and idle (default: 1 on CPU, up to 3 per GPU)")
@@ -81,38 +92,38 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
     sandbox_arguments(ev)
 
     ls = command("list", "list problems and the candidates found for each")
-    ls.add_argument("candidates", type=Path, nargs="?", default=None)
-    ls.add_argument("--problems", type=Path, default=Path("problems"))
+    ls.add_argument("candidates", type=Path, nargs="?", default=None, help="candidates dir (default: none, problems only)")
+    ls.add_argument("--problems", type=Path, default=Path("problems"), help="problems dir")
 
     rep = command("report", "render a run from the database as a static site")
-    rep.add_argument("--db", type=Path, default=DEFAULT_DB)
+    rep.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database")
     rep.add_argument("--run", default=None, help="run id (default: the latest)")
     rep.add_argument("--out", type=Path, default=None, help="site dir (default: the run's output dir)")
 
     chk = command("check", "flag reference problems a trivial output could pass (zeros, constants)")
-    chk.add_argument("problems", type=Path, nargs="?", default=Path("problems"))
-    chk.add_argument("--device", choices=["cpu", "cuda"], default=None)
+    chk.add_argument("problems", type=Path, nargs="?", default=Path("problems"), help="problems dir")
+    chk.add_argument("--device", choices=["cpu", "cuda"], default=None, help="(default: cuda when available)")
     chk.add_argument("--small", action="store_true", help="run at reduced input sizes (quick, e.g. on a CPU)")
     chk.add_argument("--json", type=Path, default=None, help="also write the findings as JSON lines")
     sandbox_arguments(chk)
 
     exp_ = command("explain", "why a candidate failed and how to fix it (evaluates it if never judged)")
     exp_.add_argument("path", type=Path, help="a candidate file, under <candidates>/<problem_id>/ or KernelBench-named")
-    exp_.add_argument("--problems", type=Path, default=Path("problems"))
-    exp_.add_argument("--db", type=Path, default=DEFAULT_DB)
-    exp_.add_argument("--device", choices=["cpu", "cuda"], default=None)
+    exp_.add_argument("--problems", type=Path, default=Path("problems"), help="problems dir")
+    exp_.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database")
+    exp_.add_argument("--device", choices=["cpu", "cuda"], default=None, help="(default: cuda when available)")
     sandbox_arguments(exp_)
 
     cmp = command("compare", "what got faster, slower, fixed or broken between two runs")
-    cmp.add_argument("run_a")
-    cmp.add_argument("run_b")
-    cmp.add_argument("--db", type=Path, default=DEFAULT_DB)
+    cmp.add_argument("run_a", help="the run before")
+    cmp.add_argument("run_b", help="the run after")
+    cmp.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database")
     cmp.add_argument("--out", type=Path, default=None, help="also write the comparison page here")
 
     exp = command("export", "write a run's results as jsonl, csv or KernelBench eval_results.json")
-    exp.add_argument("--db", type=Path, default=DEFAULT_DB)
+    exp.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database")
     exp.add_argument("--run", default=None, help="run id (default: the latest)")
-    exp.add_argument("--format", choices=["jsonl", "csv", "kernelbench"], required=True)
+    exp.add_argument("--format", choices=["jsonl", "csv", "kernelbench"], required=True, help="output format")
     exp.add_argument("--out", type=Path, required=True, help="file (a directory for kernelbench)")
     return parser
 
@@ -128,6 +139,9 @@ def sandbox_arguments(command: argparse.ArgumentParser) -> None:
 
 
 def cmd_eval(args: argparse.Namespace, host: HostEnv) -> int:
+    from .present.summary import summary_table
+    from .run import EvalOptions, Interrupted, eval_run
+
     config = options.eval_config(args)
     eval_options = EvalOptions(candidates_dir=args.candidates, problems_dir=args.problems, db=args.db, out=args.out,
                                problem_ids=args.problem, resume=args.resume, feedback=args.feedback)
@@ -136,26 +150,35 @@ def cmd_eval(args: argparse.Namespace, host: HostEnv) -> int:
     except Interrupted as stopped:
         print(f"\ninterrupted; what was judged is kept. Continue with: --resume {stopped.run_id}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    print(summary_table(finished.results))
+    print(summary_table(finished.results, finished.index))
     print(f"results: {finished.results_path}\nreport:  {finished.index}\ndatabase: {args.db} (run {finished.run.run_id})")
     return 0
 
 
 def cmd_list(args: argparse.Namespace, host: HostEnv) -> int:
+    from .present.summary import listing
+    from .run import discover
+
     print(listing(*discover(args.problems, args.candidates)))
     return 0
 
 
 def cmd_report(args: argparse.Namespace, host: HostEnv) -> int:
-    with open_db(args.db) as db:
-        run, out_dir, results = run_results(db, args.run)
+    from .present.site import render_site
+
+    with Database.existing(args.db) as db:
+        run, out_dir, results = db.run_results(args.run)
         print(render_site(run, results, lambda r: db.code(r.candidate_hash), args.out or out_dir))
     return 0
 
 
 def cmd_check(args: argparse.Namespace, host: HostEnv) -> int:
+    from .problem_check import check_problems, describe_findings
+    from .records import EvalConfig
+    from .run import discover, resolve_device
+
     problems = discover(args.problems, None)[0]
-    config = EvalConfig(device=options.resolve_device(args.device))
+    config = EvalConfig(device=resolve_device(args.device))
     findings = check_problems(problems, config, host, options.run_setup(args, host).sandbox, args.small)
     print(describe_findings(findings))
     if args.json:
@@ -164,13 +187,18 @@ def cmd_check(args: argparse.Namespace, host: HostEnv) -> int:
 
 
 def cmd_explain(args: argparse.Namespace, host: HostEnv) -> int:
+    from .present.summary import explanation
+    from .run import explain_result
+
     print(explanation(explain_result(args.path, args.problems, args.db, args.device, options.run_setup(args, host))))
     return 0
 
 
 def cmd_compare(args: argparse.Namespace, host: HostEnv) -> int:
-    with open_db(args.db) as db:
-        changes = compare_runs(run_results(db, args.run_a)[2], run_results(db, args.run_b)[2])
+    from .present.compare import compare_runs, describe_changes, render_compare
+
+    with Database.existing(args.db) as db:
+        changes = compare_runs(db.run_results(args.run_a)[2], db.run_results(args.run_b)[2])
     print(describe_changes(changes))
     if args.out:
         print(render_compare(args.run_a, args.run_b, changes, args.out / f"compare-{args.run_a}-{args.run_b}.html"))
@@ -178,8 +206,10 @@ def cmd_compare(args: argparse.Namespace, host: HostEnv) -> int:
 
 
 def cmd_export(args: argparse.Namespace, host: HostEnv) -> int:
-    with open_db(args.db) as db:
-        run, _, results = run_results(db, args.run)
+    from .present.export import write_export
+
+    with Database.existing(args.db) as db:
+        run, _, results = db.run_results(args.run)
     print(write_export(args.format, results, run.machine.device_name, args.out))
     return 0
 
@@ -196,9 +226,22 @@ def main(argv: list[str] | None = None) -> int:
         return done.code if isinstance(done.code, int) else EXIT_USAGE
     try:
         return COMMANDS[args.command](args, host)
-    except UsageError as exc:
+    except (UsageError, StoreError) as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (StoreFailed, ConfinementFailed) as exc:
+    except OSError as exc:  # an output that cannot be written, an input that cannot be read
+        print(f"harness: error: {exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    except StoreFailed as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except confinement_failed() as exc:  # evaluated only when something was raised: it imports torch
+        print(f"harness: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def confinement_failed() -> type[Exception]:
+    from .worker.parent import ConfinementFailed
+
+    return ConfinementFailed

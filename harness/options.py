@@ -9,13 +9,19 @@ import importlib.util
 import math
 from pathlib import Path
 
-import torch
+from typing import TYPE_CHECKING
+
 from pydantic import ValidationError
 
-from .builds.cache import default_build_root
+from .errors import UsageError
 from .records import EvalConfig, HostEnv, Limits, SandboxMode
-from .run import RunSetup, UsageError, prepare_sandbox, resolve_device
-from .schedule.plan import RunScale
+
+if TYPE_CHECKING:
+    from .run import RunSetup
+    from .schedule.plan import RunScale
+
+# The argparse types below are needed by every `--help`; what turns the values into a run's
+# records imports torch, so it is imported where it is used.
 
 SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -57,6 +63,8 @@ def trials(text: str) -> int | None:
 
 
 def eval_config(args: argparse.Namespace) -> EvalConfig:
+    from .run import resolve_device
+
     try:
         return EvalConfig(device=resolve_device(args.device), precision=args.precision, baseline=args.baseline,
                           correctness_trials=args.correctness_trials, warmup=args.warmup, trials=args.trials,
@@ -68,6 +76,10 @@ def eval_config(args: argparse.Namespace) -> EvalConfig:
 
 
 def run_scale(args: argparse.Namespace, config: EvalConfig) -> RunScale:
+    import torch
+
+    from .schedule.plan import RunScale
+
     gpus = None
     if args.gpus is not None:
         if args.backend == "ray":
@@ -87,9 +99,13 @@ def run_scale(args: argparse.Namespace, config: EvalConfig) -> RunScale:
                     warm_workers=args.warm_workers)
 
 
-def run_setup(args: argparse.Namespace, host: HostEnv, scale: RunScale = RunScale()) -> RunSetup:
+def run_setup(args: argparse.Namespace, host: HostEnv, scale: RunScale | None = None) -> RunSetup:
+    from .builds.cache import default_build_root
+    from .run import RunSetup, prepare_sandbox
+    from .schedule.plan import RunScale
+
     limits = Limits(host_memory=args.max_host_memory, processes=args.max_processes, scratch=args.max_scratch,
                     file_size=args.max_file_size)
     build_root = getattr(args, "build_dir", None) or default_build_root(host)
-    return RunSetup(scale=scale, host=host, build_root=Path(build_root),
+    return RunSetup(scale=scale or RunScale(), host=host, build_root=Path(build_root),
                     sandbox=prepare_sandbox(SandboxMode(args.sandbox), limits))

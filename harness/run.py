@@ -21,8 +21,9 @@ from tqdm import tqdm
 
 from . import __version__
 from .builds.cache import BuildCache, default_build_root, toolchain
+from .errors import StoreFailed, UsageError
 from .inputs.candidates import discover_candidates
-from .inputs.problems import ProblemError, discover_problems
+from .inputs.problems import ProblemError, discover_problem_files, without_problem
 from .judge import verdicts
 from .present.export import to_feedback_jsonl
 from .present.site import render_site
@@ -33,14 +34,6 @@ from .schedule.plan import RunPlan, RunScale, plan_resources
 from .store import Database, ResultsFile, StoreError, config_key, files_state, now
 from .worker import confine
 from .worker.sandbox import SandboxPolicy, SandboxUnavailable, decide_policy
-
-
-class UsageError(Exception):
-    """Bad input from the caller: the message says what and how to fix it."""
-
-
-class StoreFailed(Exception):
-    """A result could not be written: the run stops, with what it wrote so far kept."""
 
 
 class RunSetup(BaseModel):
@@ -118,14 +111,19 @@ def describe_machine(device: str) -> MachineInfo:
 
 def discover(problems_dir: Path, candidates_dir: Path | None) -> tuple[list[Problem], list[Candidate]]:
     try:
-        problems = discover_problems(problems_dir)
+        problems, unusable = discover_problem_files(problems_dir)
     except ProblemError as exc:
         raise UsageError(str(exc)) from None
+    for reason in unusable.values():
+        print(f"warning: {reason}; its candidates are not run", file=sys.stderr)
     if candidates_dir is None:
         return problems, []
+    if candidates_dir.is_file():
+        raise UsageError(f"{candidates_dir} is a file: eval takes a directory of <problem_id>/<name>.py files; "
+                         f"to evaluate this one file: python -m harness explain {candidates_dir}")
     if not candidates_dir.is_dir():
         raise UsageError(f"candidates directory {candidates_dir} does not exist")
-    return problems, discover_candidates(candidates_dir, problems)
+    return problems, without_problem(discover_candidates(candidates_dir, problems), unusable)
 
 
 def select(problems: list[Problem], candidates: list[Candidate],
@@ -237,17 +235,22 @@ class Interrupted(Exception):
 def eval_run(options: EvalOptions, config: EvalConfig, setup: RunSetup) -> Finished:
     """`harness eval`: judge every candidate not judged yet, store, and render the run."""
     problems, candidates = select(*discover(options.problems_dir, options.candidates_dir), options.problem_ids)
+    if not candidates:
+        raise UsageError(f"no candidates in {options.candidates_dir}"
+                         + (f" for {', '.join(options.problem_ids)}" if options.problem_ids else "")
+                         + " (expected <problem_id>/<name>.{py,txt,md} or KernelBench-named files): nothing recorded")
     with open_db(options.db) as db:
         run, out_dir, done = start_run(db, config, options)
         run.sandbox = setup.sandbox.report()
         problems_by_id = {p.id: p for p in problems}
         todo = [c for c in candidates
-                if ((problems_by_id[c.problem_id].source_hash if c.problem_id else None), c.source_hash) not in done]
+                if ((problems_by_id[c.problem_id].source_hash if c.problem_id in problems_by_id else None),
+                    c.source_hash) not in done]
         if options.resume:
             print(f"resuming run {run.run_id}: {len(candidates) - len(todo)} judged already, {len(todo)} to go",
                   file=sys.stderr)
+        results_file = ResultsFile(out_dir)  # an output dir that cannot be written stops the run before it is recorded
         db.save_run(run, out_dir)
-        results_file = ResultsFile(out_dir)
         by_path = {c.rel_path: c for c in todo}
 
         def save(result: Result) -> None:
@@ -305,14 +308,3 @@ def explain_result(path: Path, problems_dir: Path, db_path: Path, device: str | 
         run.finished_at = now()
         db.save_run(run, out_dir)
         return db.latest_result(source_hash)
-
-
-def run_results(db: Database, run_id: str | None) -> tuple[RunInfo, Path, list[Result]]:
-    run_id = run_id or db.latest_run_id()
-    if run_id is None:
-        raise UsageError(f"no runs in {db.path}")
-    try:
-        run, out_dir = db.run(run_id)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from None
-    return run, out_dir, db.results(run_id)

@@ -72,6 +72,16 @@ class Database:
         self.conn.execute("PRAGMA foreign_keys=ON")
         self.migrate()
 
+    @classmethod
+    def existing(cls, path: Path) -> Database:
+        """A database to read from: never creates one, so a mistyped --db is an error, not a new empty file."""
+        if not path.is_file():
+            raise StoreError(f"no database at {path} (pass the one `eval` wrote with --db)")
+        try:
+            return cls(path)
+        except sqlite3.DatabaseError as exc:  # not a database at all
+            raise StoreError(f"{path}: {exc}") from None
+
     def close(self) -> None:
         self.conn.close()
 
@@ -110,10 +120,20 @@ class Database:
             )
 
     def run(self, run_id: str) -> tuple[RunInfo, Path]:
-        row = self.conn.execute("SELECT config_json, out_dir FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        row = self.conn.execute("SELECT config_json, out_dir, finished_at FROM runs WHERE run_id = ?",
+                                (run_id,)).fetchone()
         if row is None:
             raise StoreError(f"no run {run_id} in {self.path}")
-        return RunInfo.model_validate_json(row[0]), Path(row[1])
+        # The column is the record of when the run finished; the JSON beside it is a copy.
+        return RunInfo.model_validate_json(row[0]).model_copy(update={"finished_at": row[2]}), Path(row[1])
+
+    def run_results(self, run_id: str | None) -> tuple[RunInfo, Path, list[Result]]:
+        """A run (the latest when None), its output dir and its results."""
+        run_id = run_id or self.latest_run_id()
+        if run_id is None:
+            raise StoreError(f"no runs in {self.path}")
+        run, out_dir = self.run(run_id)
+        return run, out_dir, self.results(run_id)
 
     def latest_run_id(self, key: str | None = None) -> str | None:
         query = "SELECT run_id FROM runs" + (" WHERE config_key = ?" if key else "") + " ORDER BY started_at DESC, rowid DESC LIMIT 1"

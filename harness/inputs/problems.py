@@ -16,7 +16,7 @@ import re
 import types
 from pathlib import Path
 
-from ..records import Problem
+from ..records import Candidate, Problem
 
 KERNELBENCH_FILE = re.compile(r"^(\d+)_\w+$")
 LEVEL_DIR = re.compile(r"^level(\d+)$")
@@ -40,11 +40,16 @@ def _float_constant(tree: ast.Module, name: str) -> float | None:
 
 
 def _describe(path: Path, level: int | None) -> Problem:
-    source = path.read_text(encoding="utf-8")
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProblemError(f"{path}: cannot be read ({exc})") from None
     try:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise ProblemError(f"{path}: not valid Python ({exc.msg}, line {exc.lineno})") from None
+    except ValueError as exc:  # NUL bytes
+        raise ProblemError(f"{path}: not valid Python ({exc})") from None
     defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     missing = [n for n in REQUIRED_NAMES if n not in defined]
     if missing:
@@ -63,24 +68,48 @@ def _describe(path: Path, level: int | None) -> Problem:
 
 
 def discover_problems(root: Path) -> list[Problem]:
-    """All problems under `root`: its own *.py files, plus those of any levelN subfolders."""
+    """All problems under `root`: its own *.py files, plus those of any levelN subfolders. The
+    first unusable file is an error (see discover_problem_files to go on without it)."""
+    problems, unusable = discover_problem_files(root)
+    if unusable:
+        raise ProblemError(next(iter(unusable.values())))
+    return problems
+
+
+def discover_problem_files(root: Path) -> tuple[list[Problem], dict[str, str]]:
+    """The usable problems under `root`, and the unusable files as {problem id: why}: one broken
+    file leaves the others to be evaluated."""
     if not root.is_dir():
         raise ProblemError(f"problems directory {root} does not exist")
     dirs = [root] + sorted(d for d in root.iterdir() if d.is_dir() and LEVEL_DIR.match(d.name))
     problems: dict[str, Problem] = {}
+    unusable: dict[str, str] = {}
     for directory in dirs:
         level_match = LEVEL_DIR.match(directory.resolve().name)
         level = int(level_match.group(1)) if level_match else None
         for path in sorted(directory.glob("*.py")):
             if path.name.startswith("_"):
                 continue
-            problem = _describe(path, level)
+            try:
+                problem = _describe(path, level)
+            except ProblemError as exc:
+                unusable[path.stem] = str(exc)
+                continue
             if problem.id in problems:
                 raise ProblemError(f"two problems share the id {problem.id}: {problems[problem.id].path} and {path}")
             problems[problem.id] = problem
-    if not problems:
+    if not problems and not unusable:
         raise ProblemError(f"no problem files (*.py with Model, get_inputs, get_init_inputs) in {root}")
-    return list(problems.values())
+    return list(problems.values()), unusable
+
+
+def without_problem(candidates: list[Candidate], unusable: dict[str, str]) -> list[Candidate]:
+    """Candidates filed under an unusable problem get no code to run and say why: a load_error
+    whose reason names the problem file, instead of a run stopped by one broken file."""
+    return [c.model_copy(update={"problem_id": folder, "code": None, "code_hash": None,
+                                 "extraction_error": f"not run: its problem is unusable: {unusable[folder]}"})
+            if c.problem_id is None and (folder := c.rel_path.split("/")[0]) in unusable else c
+            for c in candidates]
 
 
 def load_module(path: str | Path, name: str) -> types.ModuleType:

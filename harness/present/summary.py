@@ -4,13 +4,16 @@ geometric-mean speedup) and the tables printed at the end of a run and by `expla
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
+from pathlib import Path
 
 from pydantic import BaseModel
 
 from ..records import Candidate, Problem, Result, Status
 
-MAX_SUMMARY_ROWS = 60
+MAX_SUMMARY_ROWS = 40  # problems listed at the end of a run; the report has every candidate
+TERMINAL_WIDTH = 100
 FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
 
 
@@ -46,14 +49,42 @@ def format_speedup(value: float | None) -> str:
     return f"{value:.2f}x" if math.isfinite(value) else "inf"
 
 
-def summary_table(results: list[Result]) -> str:
-    rows = [("problem", "candidate", "status", "speedup", "reason")]
-    for r in sorted(results, key=lambda r: (r.problem or "", r.candidate))[:MAX_SUMMARY_ROWS]:
-        rows.append((r.problem or "-", r.candidate, r.status.value, format_speedup(r.speedup), (r.error or "")[:90]))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
-    if len(results) > MAX_SUMMARY_ROWS:
-        lines.append(f"... {len(results) - MAX_SUMMARY_ROWS} more in results.jsonl")
+def natural_key(text: str) -> tuple:
+    """Sort key that orders digit runs by value: 1_, 2_, 12_ rather than 1_, 12_, 2_."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part.lower())
+                 for part in re.split(r"(\d+)", text) if part)
+
+
+def clip(text: str, width: int, keep_end: bool = False) -> str:
+    """At most `width` characters, an ellipsis marking what was cut (candidate names differ at their end)."""
+    if len(text) <= width:
+        return text
+    return "…" + text[-(width - 1):] if keep_end else text[:width - 1] + "…"
+
+
+def finite_speedup(result: Result) -> float:
+    return result.speedup if result.speedup is not None and math.isfinite(result.speedup) else 0.0
+
+
+def summary_table(results: list[Result], full_table: Path | str) -> str:
+    """The end of a run in at most TERMINAL_WIDTH columns: per problem, correct of attempted and the
+    best speedup with its candidate; the verdict counts; where every candidate's row is."""
+    by_problem: dict[str, list[Result]] = {}
+    for r in results:
+        by_problem.setdefault(r.problem or "(no problem)", []).append(r)
+    rows = [("problem", "correct", "best", "best candidate")]
+    for problem in sorted(by_problem, key=natural_key)[:MAX_SUMMARY_ROWS]:
+        attempted = [r for r in by_problem[problem] if r.status is not Status.skipped]
+        correct = [r for r in attempted if r.status is Status.ok]
+        best = max(correct, key=finite_speedup, default=None)
+        rows.append((problem, f"{len(correct)}/{len(attempted)}", format_speedup(best.speedup) if best else "-",
+                     best.candidate if best else "-"))
+    widths = [min(36, max(len(row[0]) for row in rows)), 7, 8]
+    last = TERMINAL_WIDTH - sum(widths) - 2 * len(widths)
+    lines = [f"{clip(p, widths[0]):{widths[0]}}  {c:>{widths[1]}}  {b:>{widths[2]}}  {clip(name, last, keep_end=True)}"
+             for p, c, b, name in rows]
+    if len(by_problem) > MAX_SUMMARY_ROWS:
+        lines.append(f"... {len(by_problem) - MAX_SUMMARY_ROWS} more problems")
     summary = summarize_run(results)
     counts = ", ".join(f"{k} {v}" for k, v in summary.by_status.items() if v)
     lines.append(f"\n{summary.total} candidates: {counts}")
@@ -62,6 +93,7 @@ def summary_table(results: list[Result]) -> str:
         cached = sum(r.build_cached for r in built)
         lines.append(f"builds ahead of evaluation: {len(built) - cached} compiled ({sum(r.build_s for r in built):.0f} s "
                      f"of compiling), {cached} from the build cache")
+    lines.append(f"every candidate with its verdict and reason: {full_table}")
     return "\n".join(lines)
 
 
@@ -88,5 +120,7 @@ def listing(problems: list[Problem], candidates: list[Candidate]) -> str:
         lines.append(f"{problem.id:40s} {len(mine):3d} candidate(s)  {problem.path}")
         lines += [f"    {c.rel_path}  [{c.kind.value}]" + (f"  (no code: {c.extraction_error})" if c.code is None else "")
                   for c in mine]
-    lines += [f"(no problem) {c.rel_path}" for c in candidates if c.problem_id is None]
+    known = {p.id for p in problems}
+    lines += [f"(no problem) {c.rel_path}" + (f"  ({c.extraction_error})" if c.extraction_error else "")
+              for c in candidates if c.problem_id not in known]
     return "\n".join(lines)

@@ -15,7 +15,7 @@ import pytest
 
 from harness.cli import main
 
-from tests.support import DATA, EXPECTED, REPO, eval_args, run_eval
+from tests.support import DATA, EXPECTED, REPO, eval_args, read_results, run_eval
 
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory):
@@ -225,10 +225,12 @@ def test_sigterm_stops_the_run_kills_its_workers_and_says_how_to_resume(tmp_path
 
 
 def test_resume_with_nothing_to_resume_is_a_usage_error(tmp_path, capsys):
-    (tmp_path / "c").mkdir()
+    # A CUDA candidate is skipped on the CPU without starting a worker: a quick run.
+    (tmp_path / "c" / "tiny_relu").mkdir(parents=True)
+    shutil.copy(DATA / "candidates" / "tiny_relu" / "skipped_cuda.py", tmp_path / "c" / "tiny_relu")
     assert main(eval_args(tmp_path, tmp_path / "c", "--resume")) == 2
     assert "nothing to resume" in capsys.readouterr().err
-    assert main(eval_args(tmp_path, tmp_path / "c")) == 0  # an empty run is still a run
+    assert main(eval_args(tmp_path, tmp_path / "c", "--warm-workers", "0")) == 0
     with sqlite3.connect(tmp_path / "h.db") as db:
         (run_id,) = db.execute("SELECT run_id FROM runs").fetchone()
     assert main(eval_args(tmp_path, tmp_path / "c", "--resume", run_id, "--trials", "5")) == 2
@@ -249,3 +251,133 @@ def test_report_compare_and_export_read_the_database(verdicts, tmp_path, capsys)
     assert main(["export", "--db", db, "--format", "kernelbench", "--out", str(tmp_path / "kb")]) == 0
     assert json.loads((tmp_path / "kb" / "eval_results.json").read_text())["tiny_relu"]
     assert main(["report", "--db", str(tmp_path / "empty.db")]) == 2
+    assert not (tmp_path / "empty.db").exists()
+
+
+# --- bad input: one line on stderr, exit 2, nothing recorded -----------------------------------
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and err[-1].startswith(("harness: error:", "harness eval: error:")), err
+    assert "Traceback" not in "\n".join(err)
+    return err[-1]
+
+
+@pytest.mark.parametrize("flag, value, bound", [
+    ("--trials", "0", "at least 1"), ("--timeout", "-1", "more than 0"), ("--correctness-trials", "0", "at least 1"),
+    ("--warmup", "-1", "at least 0"), ("--build-timeout", "0", "more than 0"), ("--atol", "-1", "at least 0"),
+    ("--rtol", "-1", "at least 0"), ("--time-budget", "0", "more than 0"), ("--max-trials", "0", "at least 1"),
+])
+def test_an_out_of_range_option_names_the_flag_and_its_bound_and_records_nothing(tmp_path, capsys, flag, value, bound):
+    assert main(eval_args(tmp_path, DATA / "candidates", flag, value)) == 2
+    assert f"argument {flag}: must be {bound}, not {value}" in one_line_error(capsys)
+    assert not (tmp_path / "h.db").exists()
+
+
+def test_an_output_dir_that_cannot_be_written_is_one_line_and_records_no_run(tmp_path, capsys):
+    (tmp_path / "a_file").write_text("")  # a directory under a file cannot be made, even by root
+    args = eval_args(tmp_path, DATA / "candidates")
+    args[args.index("--out") + 1] = str(tmp_path / "a_file" / "out")
+    assert main(args) == 2
+    assert "a_file/out: Not a directory" in one_line_error(capsys)
+    with sqlite3.connect(tmp_path / "h.db") as db:
+        assert db.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+def test_report_into_a_dir_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    db = stored_run(tmp_path)
+    (tmp_path / "a_file").write_text("")
+    assert main(["report", "--db", str(db), "--out", str(tmp_path / "a_file" / "site")]) == 2
+    assert "Not a directory" in one_line_error(capsys)
+    assert main(["export", "--db", str(db), "--format", "csv", "--out", str(tmp_path / "a_file" / "r.csv")]) == 2
+    assert "a_file: File exists" in one_line_error(capsys)
+
+
+def test_an_empty_candidates_dir_records_nothing_and_says_so(tmp_path, capsys):
+    (tmp_path / "c").mkdir()
+    assert main(eval_args(tmp_path, tmp_path / "c")) == 2
+    assert "no candidates in" in one_line_error(capsys)
+    assert not (tmp_path / "h.db").exists()  # so it cannot become the default run of `report`
+
+
+def test_a_problem_file_with_a_syntax_error_skips_its_candidates_and_the_run_goes_on(tmp_path, capsys):
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    shutil.copy(DATA / "problems" / "tiny_relu.py", problems)
+    (problems / "broken.py").write_text("import torch\nclass Model(:\n    pass\n")
+    for problem, name in (("tiny_relu", "skipped_cuda.py"), ("broken", "mismatch.py")):
+        (tmp_path / "c" / problem).mkdir(parents=True)
+        shutil.copy(DATA / "candidates" / "tiny_relu" / name, tmp_path / "c" / problem)
+    args = eval_args(tmp_path, tmp_path / "c", "--warm-workers", "0")
+    args[args.index("--problems") + 1] = str(problems)
+    assert main(args) == 0
+    assert "broken.py: not valid Python (invalid syntax, line 2)" in capsys.readouterr().err
+    results = read_results(tmp_path / "out")
+    assert results["tiny_relu/skipped_cuda.py"]["status"] == "skipped"
+    broken = results["broken/mismatch.py"]
+    assert broken["status"] == "load_error" and broken["problem"] == "broken"
+    assert "its problem is unusable" in broken["error"] and "broken.py: not valid Python" in broken["error"]
+
+
+@pytest.mark.parametrize("command", [["report"], ["export", "--format", "csv", "--out", "x.csv"], ["compare", "a", "b"]])
+def test_reading_a_database_that_is_not_there_creates_nothing(tmp_path, capsys, command):
+    assert main([*command, "--db", str(tmp_path / "typo.db")]) == 2
+    line = one_line_error(capsys)
+    assert "no database at" in line and "typo.db" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_eval_of_one_file_says_to_use_explain(tmp_path, capsys):
+    path = DATA / "candidates" / "tiny_relu" / "mismatch.py"
+    assert main(eval_args(tmp_path, path)) == 2
+    assert f"{path} is a file" in (line := one_line_error(capsys)) and f"harness explain {path}" in line
+
+
+@pytest.mark.parametrize("command", ["eval", "report", "compare", "explain", "check", "export", "list"])
+def test_every_help_shows_defaults_and_an_example(command, capsys):
+    assert main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "example" in out and f"python -m harness {command}" in out
+    if command in ("eval", "report", "export", "compare"):
+        assert "(default: reports/harness.db)" in out
+    if command == "eval":
+        assert "(default: 5)" in out and "(default: 300.0)" in out and "(default: None)" not in out
+
+
+def test_help_and_reading_commands_start_without_torch_or_warnings():
+    probe = ("import sys; from harness.cli import main\n"
+             "try: main(['report', '--help'])\nexcept SystemExit: pass\n"
+             "assert 'torch' not in sys.modules, 'torch imported'")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
+    quiet = subprocess.run([sys.executable, "-m", "harness", "list", "--problems", str(DATA / "problems")],
+                           capture_output=True, text=True, cwd=REPO)  # imports torch
+    assert quiet.returncode == 0 and "NumPy" not in quiet.stderr
+
+
+def stored_run(tmp_path, finished_at="2026-01-01T00:01:00") -> Path:
+    """A database holding one run of one result, written directly (no evaluation)."""
+    from harness.records import Candidate, EvalConfig, MachineInfo, Result, RunInfo, Status
+    from harness.store import Database
+
+    machine = MachineInfo(hostname="h", device="cpu", device_name="x86_64", driver=None, cuda=None, torch="2",
+                          python="3", harness="0")
+    run = RunInfo(run_id="r1", started_at="2026-01-01T00:00:00", finished_at=finished_at, machine=machine,
+                  config=EvalConfig(device="cpu"), problems_dir="p", candidates_dir="c")
+    candidate = Candidate(path="/c/p/a.py", rel_path="p/a.py", problem_id="p", source_hash="h", code="x = 1",
+                          code_hash="c")
+    with Database(tmp_path / "h.db") as db:
+        db.save_run(run, tmp_path / "out")
+        db.record(Result(run_id="r1", problem="p", candidate="p/a.py", status=Status.ok, speedup=1.5,
+                         candidate_hash="h"), None, candidate)
+    return tmp_path / "h.db"
+
+
+def test_a_rerendered_report_says_when_the_run_finished(tmp_path, capsys):
+    db = stored_run(tmp_path, finished_at=None)
+    with sqlite3.connect(db) as conn:  # the finish time is in its column, not in the JSON copy of the run
+        conn.execute("UPDATE runs SET finished_at = '2026-01-01T00:05:00'")
+    assert main(["report", "--db", str(db), "--out", str(tmp_path / "site")]) == 0
+    header = (tmp_path / "site" / "index.html").read_text()
+    assert "finished 2026-01-01T00:05:00" in header and "(unfinished)" not in header

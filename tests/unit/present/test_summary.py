@@ -1,6 +1,6 @@
 """A run at a glance: rates, fast_p and the geometric mean."""
 
-from harness.present.summary import summarize_run
+from harness.present.summary import summarize_run, summary_table
 from harness.records import Result, Status
 
 
@@ -13,3 +13,17 @@ def test_summary_rates_exclude_skipped():
     assert summary.total == 5 and summary.correct_rate == 0.5 and summary.compiled_rate == 0.75
     assert summary.fast_p["1"] == 0.25 and summary.fast_p["0"] == 0.5
     assert abs(summary.geomean_speedup - 1.0) < 1e-9
+
+
+def test_end_of_run_table_fits_100_columns_sorts_naturally_and_says_where_the_full_table_is():
+    long = "level2/" + "x" * 120
+    results = [Result(run_id="r", problem=f"{n}_Conv2d_Subtract_Subtract_Mish_with_a_long_name", status=status,
+                      candidate=f"{long}/{n}_{i}.py", speedup=1.0 + i if status is Status.ok else None,
+                      candidate_hash="h")
+               for n in (1, 2, 12) for i, status in enumerate([Status.ok, Status.mismatch, Status.ok, Status.skipped])]
+    table = summary_table(results, "reports/r/index.html")
+    lines = table.splitlines()
+    assert max(len(line) for line in lines[:-1]) <= 100
+    assert [line.split("_")[0] for line in lines[1:4]] == ["1", "2", "12"]
+    assert "2/3" in lines[1] and "3.00x" in lines[1] and lines[1].endswith("1_2.py")
+    assert lines[-1] == "every candidate with its verdict and reason: reports/r/index.html"
