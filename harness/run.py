@@ -181,43 +181,56 @@ def open_pipeline(problems: list[Problem], candidates: list[Candidate], config: 
     return Pipeline(plan, candidates)
 
 
-def evaluate(candidates: list[Candidate], problems: list[Problem], config: EvalConfig, run_id: str,
-             setup: RunSetup, save: Callable[[Result], None], watched: list[Path] = ()) -> list[str]:
-    """Evaluate and `save` each result as it comes; returns the interference seen.
+class Keeper:
+    """Stores each result as it comes, watching the results on disk between two saves.
 
     Only the harness writes the results between two saves. Under a sandbox that confines every
     worker's writes, a change there is no candidate's doing: it is recorded as interference with
     the run and this session's results are written back. Without one, the candidates whose code
     ran meanwhile (in a build or an evaluation, on any GPU) are rejected (docs/threat-model.md)."""
-    confined = setup.sandbox.report().confines_files
-    last_state = files_state(list(watched))
-    recorded: list[Result] = []
-    suspects: set[str] = set()
-    interference: list[str] = []
+
+    def __init__(self, sandbox: SandboxPolicy, save: Callable[[Result], None], watched: list[Path] = ()):
+        self.confined = sandbox.report().confines_files
+        self.save, self.watched = save, list(watched)
+        self.last_state = files_state(self.watched)
+        self.recorded: list[Result] = []
+        self.suspects: set[str] = set()
+        self.interference: list[str] = []
+
+    def keep(self, result: Result, ran: set[str]) -> Result:
+        """Store `result`; `ran`: the candidates whose code ran since the last one was kept."""
+        if files_state(self.watched) != self.last_state:
+            if self.confined:
+                self.interference.append(f"{now()}: the results changed on disk during the run, though no worker "
+                                         "could write there; this run's results were written back")
+            else:
+                self.suspects |= ran
+            print(f"warning: the results changed on disk{'' if self.confined else ' while ' + ', '.join(sorted(ran)) + ' ran'};"
+                  " rewriting this run's results", file=sys.stderr)
+            for earlier in self.recorded:
+                self.save(earlier)
+        if result.candidate in self.suspects:
+            result = verdicts.tampered(result)
+        result.recorded_at = now()
+        self.save(result)
+        if self.watched:  # kept to be written back (none when nothing is watched: a long API session)
+            self.recorded.append(result)
+        self.last_state = files_state(self.watched)
+        return result
+
+
+def evaluate(candidates: list[Candidate], problems: list[Problem], config: EvalConfig, run_id: str,
+             setup: RunSetup, save: Callable[[Result], None], watched: list[Path] = ()) -> list[str]:
+    """Evaluate and `save` each result as it comes (see Keeper); returns the interference seen."""
+    keeper = Keeper(setup.sandbox, save, watched)
     with open_pipeline(problems, candidates, config, run_id, setup) as pipeline, \
             tqdm(total=len(candidates), unit="cand", desc="eval", file=sys.stderr) as bar:
         for result in pipeline.results():
-            ran = pipeline.active.drain()
-            if files_state(list(watched)) != last_state:
-                if confined:
-                    interference.append(f"{now()}: the results changed on disk during the run, though no worker could "
-                                        "write there; this run's results were written back")
-                else:
-                    suspects |= ran
-                print(f"warning: the results changed on disk{'' if confined else ' while ' + ', '.join(sorted(ran)) + ' ran'};"
-                      " rewriting this run's results", file=sys.stderr)
-                for earlier in recorded:
-                    save(earlier)
-            if result.candidate in suspects:
-                result = verdicts.tampered(result)
-            result.recorded_at = now()
-            save(result)
-            recorded.append(result)
-            last_state = files_state(list(watched))
+            result = keeper.keep(result, pipeline.active.drain())
             bar.set_postfix_str(f"built {pipeline.builds_done}/{pipeline.builds_total}; "
                                 f"{result.candidate}: {result.status.value}", refresh=False)
             bar.update(1)
-    return interference
+    return keeper.interference
 
 
 def _interrupt(signum, frame):

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,3 +159,16 @@ def discover_candidates(root: Path, problems: list[Problem]) -> list[Candidate]:
             problem_id = rel.parts[0] if rel.parts[0] in known else None
         found.append(read_candidate(path, rel.as_posix(), problem_id))
     return found
+
+
+def write_candidate(code: str, problem_id: str, root: Path) -> Candidate:
+    """An in-memory answer (code, or a transcript) as an ordinary candidate file under `root`,
+    named by its content, so the same answer twice is the same candidate."""
+    digest = hashlib.sha256(code.encode()).hexdigest()[:16]
+    path = root / problem_id / f"{digest}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():  # written whole, then renamed: a thread submitting the same answer never reads half
+        partial = path.with_name(f".{digest}.{threading.get_ident()}.partial")
+        partial.write_text(code, encoding="utf-8")
+        os.replace(partial, path)
+    return read_candidate(path, f"{problem_id}/{path.name}", problem_id)

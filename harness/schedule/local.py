@@ -13,11 +13,13 @@ caller stores them (one thread owns the database).
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import queue
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from ..builds.ahead import build_ahead
 from ..judge.candidate import judged_by_build
@@ -33,10 +35,10 @@ class ReadyQueue:
     the problem whose reference it holds first, then from one no other lane holds, so each
     reference starts as few times as possible."""
 
-    def __init__(self, problem_order: list[str], expected: int):
+    def __init__(self, problem_order: list[str], expected: float):
         self._order = problem_order
         self._items: dict[str, list] = {pid: [] for pid in problem_order}
-        self._expected = expected  # items still to be put
+        self._expected = expected  # items still to be put (math.inf: a stream, open until stopped)
         self._held: dict[int, str] = {}  # lane -> problem
         self._cond = threading.Condition()
         self._stopped = False
@@ -108,6 +110,7 @@ class Pipeline:
         if self._ready is not None:
             self._ready.stop()
         stop_run(self.plan.token)
+        self._results.put(("stopped", None, None))  # ends a stream waiting for its next result
 
     def results(self) -> Iterator[Result]:
         """Every candidate's Result, diagnosed, as each is decided."""
@@ -115,23 +118,54 @@ class Pipeline:
         yield from decided
         if not runnable:
             return
+        self._open(len(runnable))
+        self._admit(runnable)
+        yield from self._collect(range(len(runnable)))
+        self.join()
+
+    def join(self, timeout_s: float = 5) -> None:
+        """Wait for the run's threads: after `stop`, they reap the workers it killed."""
+        for thread in self._threads:
+            thread.join(timeout=timeout_s)
+
+    def open_stream(self) -> None:
+        """Keep the lanes, their workers and references up for candidates fed later (`feed`),
+        until `stop`: what an API caller submitting one candidate at a time keeps warm."""
+        self._open(math.inf)
+
+    def feed(self, candidates: list[Candidate]) -> None:
+        """Queue more candidates on a stream; their results come out of `stream()`."""
+        decided, runnable = self.plan.split(candidates)
+        for result in decided:
+            self._results.put(("result", result, threading.Event()))  # nothing waits on these
+        self._admit(runnable)
+
+    def stream(self) -> Iterator[Result]:
+        """Results of everything fed, as each is decided, until `stop`."""
+        return self._collect(itertools.count())
+
+    def _open(self, expected: float) -> None:
+        self._ready = ReadyQueue(self.plan.problem_order, expected)
+        for lane in range(max(1, len(self.plan.resources.gpus))):
+            self._spawn(self._lane, lane)
+
+    def _admit(self, runnable: list[Candidate]) -> None:
         to_build = [c for c in runnable if c.kind.built_ahead]
-        self.builds_total = len(to_build)
-        self._ready = ReadyQueue(self.plan.problem_order, len(runnable))
+        self.builds_total += len(to_build)
         for candidate in runnable:
             if not candidate.kind.built_ahead:
                 self._ready.put(candidate.problem_id, (candidate, None))
         self._start_builds(to_build)
-        for lane in range(max(1, len(self.plan.resources.gpus))):
-            self._spawn(self._lane, lane)
-        for _ in range(len(runnable)):
+
+    def _collect(self, count: Iterable[int]) -> Iterator[Result]:
+        for _ in count:
             kind, payload, stored = self._results.get()
+            if kind == "stopped":
+                return
             if kind == "bug":
                 raise RuntimeError(f"harness error in a pipeline thread:\n{payload}")
             yield payload
             stored.set()  # the caller has stored it and looked for tampering
-        for thread in self._threads:
-            thread.join(timeout=5)
 
     def _spawn(self, target: Callable, *args) -> None:
         def guarded() -> None:
