@@ -33,7 +33,7 @@ def check_problem(problem: Problem, config: EvalConfig, cache: BuildCache, place
     try:
         runner.load()
         outputs = []
-        for seed in CHECK_SEEDS:
+        for seed in (*CHECK_SEEDS, CHECK_SEEDS[0]):  # the first seed twice: is it deterministic?
             with runner.expected(seed) as (expected, _):
                 outputs.append([t.clone() for t in expected])
     except ReferenceFailed as failed:
@@ -41,15 +41,34 @@ def check_problem(problem: Problem, config: EvalConfig, cache: BuildCache, place
     finally:
         runner.close()
     tolerance = config.tolerance_for(problem)
-    flags, notes = degenerate_flags(outputs, tolerance.atol, tolerance.rtol)
-    return ProblemCheck(problem=problem.id, flags=flags, notes=notes)
+    unstable, unstable_notes = unstable_flags(outputs[0], outputs[-1], tolerance.atol, tolerance.rtol)
+    flags, notes = degenerate_flags(outputs[:-1], tolerance.atol, tolerance.rtol)
+    return ProblemCheck(problem=problem.id, flags=unstable + flags, notes=unstable_notes + notes)
+
+
+def unstable_flags(first: list[torch.Tensor], again: list[torch.Tensor], atol: float,
+                   rtol: float) -> tuple[list[str], list[str]]:
+    """Outputs no candidate can be held to: NaN or Inf, or different for the same inputs."""
+    flags, notes = [], []
+    if not all(bool(torch.isfinite(t).all()) for t in first if t.is_floating_point() or t.is_complex()):
+        flags.append("non_finite")
+        notes.append("an output holds NaN or Inf")
+    if not all(torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol, equal_nan=True) for a, b in zip(first, again)):
+        flags.append("non_deterministic")
+        notes.append("the same inputs gave outputs that differ beyond the tolerance")
+    return flags, notes
+
+
+def check_setup(config: EvalConfig, host: HostEnv, sandbox: SandboxPolicy) -> tuple[BuildCache, Placement]:
+    """Where checks keep their reference workers' files, and how those workers are placed."""
+    gpus = [torch.cuda.current_device()] if config.device == "cuda" else []
+    cache = BuildCache(default_build_root(host), toolchain(config.device, gpus, host, sandbox.namespaces))
+    return cache, Placement(env=dict(host.passed), sandbox=sandbox)
 
 
 def check_problems(problems: list[Problem], config: EvalConfig, host: HostEnv, sandbox: SandboxPolicy,
                    shrink: bool) -> list[ProblemCheck]:
-    gpus = [torch.cuda.current_device()] if config.device == "cuda" else []
-    cache = BuildCache(default_build_root(host), toolchain(config.device, gpus, host, sandbox.namespaces))
-    placement = Placement(env=dict(host.passed), sandbox=sandbox)
+    cache, placement = check_setup(config, host, sandbox)
     return [check_problem(problem, config, cache, placement, shrink)
             for problem in tqdm(problems, unit="problem", desc="check", file=sys.stderr)]
 
