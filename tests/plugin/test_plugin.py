@@ -43,6 +43,17 @@ def test_a_file_that_is_not_a_problem_fails_with_what_it_lacks(pytester):
                                      "FAILED problems/broken.py::check*", "*broken.py: not valid Python*"])
 
 
+def test_references_no_candidate_can_be_held_to_fail(pytester):
+    problems = pytester.mkdir("problems")
+    (problems / "nan.py").write_text(GOOD.replace("return torch.relu(x)", "return torch.log(x)  # NaN below zero"))
+    noisy = GOOD.replace("return torch.relu(x)", "return x + time.perf_counter_ns() % 997  # the clock, not a seed")
+    (problems / "noisy.py").write_text("import time\n" + noisy)
+    run = pytester.runpytest_inprocess("--harness-problems", "problems", "--harness-device", "cpu")
+    run.assert_outcomes(failed=2)
+    run.stdout.fnmatch_lines_random(["non_finite: an output holds NaN or Inf*",
+                                     "non_deterministic: the same inputs gave outputs that differ*"])
+
+
 def test_other_tests_run_only_when_named(pytester):
     pytester.mkdir("problems")
     (pytester.path / "problems" / "good.py").write_text(GOOD)
