@@ -24,7 +24,8 @@ EXIT_INTERRUPTED = 130
 EXAMPLES = {
     "eval": "examples:\n  python -m harness eval candidates/\n  python -m harness eval runs/ --problems KernelBench/level1 "
             "--gpus 0,1\n  python -m harness eval candidates/ --device cpu --trials 20 --resume",
-    "report": "example:\n  python -m harness report --run 20261122-101500-ab12cd --out site/",
+    "report": "examples:\n  python -m harness report --run 20261122-101500-ab12cd --out site/\n"
+              "  python -m harness report --group-by '^[^/]+/(gpt|claude|llama)'",
     "compare": "example:\n  python -m harness compare RUN_A RUN_B --out reports/",
     "explain": "example:\n  python -m harness explain candidates/conv2d_square/001_fe76667a27343746.txt",
     "check": "example:\n  python -m harness check problems/ --small",
@@ -99,6 +100,9 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
     rep.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database")
     rep.add_argument("--run", default=None, help="run id (default: the latest)")
     rep.add_argument("--out", type=Path, default=None, help="site dir (default: the run's output dir)")
+    rep.add_argument("--group-by", type=options.pattern, default=None, metavar="REGEX",
+                     help="a table per generator: the first group of REGEX in each candidate's path names its "
+                          "generator, e.g. '^[^/]+/([^_]+)_' (default: file names shared across problems)")
 
     chk = command("check", "flag reference problems a trivial output could pass (zeros, constants)")
     chk.add_argument("problems", type=Path, nargs="?", default=Path("problems"), help="problems dir")
@@ -120,11 +124,12 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
     cmp.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database")
     cmp.add_argument("--out", type=Path, default=None, help="also write the comparison page here")
 
-    exp = command("export", "write a run's results as jsonl, csv or KernelBench eval_results.json")
+    exp = command("export", "write a run's results as jsonl, csv or KernelBench's eval_results.json (one per level)")
     exp.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database")
     exp.add_argument("--run", default=None, help="run id (default: the latest)")
     exp.add_argument("--format", choices=["jsonl", "csv", "kernelbench"], required=True, help="output format")
-    exp.add_argument("--out", type=Path, required=True, help="file (a directory for kernelbench)")
+    exp.add_argument("--out", type=Path, required=True,
+                     help="file (for kernelbench a directory: level_N/eval_results.json and fast_p.json per level)")
     return parser
 
 
@@ -168,7 +173,7 @@ def cmd_report(args: argparse.Namespace, host: HostEnv) -> int:
 
     with Database.existing(args.db) as db:
         run, out_dir, results = db.run_results(args.run)
-        print(render_site(run, results, lambda r: db.code(r.candidate_hash), args.out or out_dir))
+        print(render_site(run, results, lambda r: db.code(r.candidate_hash), args.out or out_dir, args.group_by))
     return 0
 
 
@@ -198,19 +203,28 @@ def cmd_compare(args: argparse.Namespace, host: HostEnv) -> int:
     from .present.compare import compare_runs, describe_changes, render_compare
 
     with Database.existing(args.db) as db:
-        changes = compare_runs(db.run_results(args.run_a)[2], db.run_results(args.run_b)[2])
-    print(describe_changes(changes))
+        (_, site_a, before), (_, site_b, after) = db.run_results(args.run_a), db.run_results(args.run_b)
+    comparison = compare_runs(before, after)
+    print(describe_changes(comparison))
     if args.out:
-        print(render_compare(args.run_a, args.run_b, changes, args.out / f"compare-{args.run_a}-{args.run_b}.html"))
+        print(render_compare(args.run_a, args.run_b, comparison, args.out / f"compare-{args.run_a}-{args.run_b}.html",
+                             site_a, site_b))
     return 0
 
 
 def cmd_export(args: argparse.Namespace, host: HostEnv) -> int:
-    from .present.export import write_export
+    from .inputs.problems import directory_level
+    from .present.export import ExportError, write_export
 
     with Database.existing(args.db) as db:
         run, _, results = db.run_results(args.run)
-    print(write_export(args.format, results, run.machine.device_name, args.out))
+        paths = db.problem_paths()
+    levels = {r.problem: directory_level(Path(paths[r.problem_hash]).parent)
+              for r in results if r.problem and r.problem_hash in paths}
+    try:
+        print(write_export(args.format, results, run.machine.device_name, args.out, levels))
+    except ExportError as exc:
+        raise UsageError(f"{exc}: nothing written; export these problems in separate runs") from None
     return 0
 
 

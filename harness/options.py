@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
+import re
 from pathlib import Path
 
 from typing import TYPE_CHECKING
@@ -55,6 +56,14 @@ def number(kind: type, low: float, *, above: bool = False):
 
     parse.__name__ = kind.__name__
     return parse
+
+
+def pattern(text: str) -> re.Pattern:
+    """A regular expression (--group-by)."""
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {exc}") from None
 
 
 def trials(text: str) -> int | None:

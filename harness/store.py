@@ -174,6 +174,10 @@ class Database:
                                 "ORDER BY recorded_at DESC LIMIT 1", (candidate_hash,)).fetchone()
         return Result.model_validate_json(row[0]) if row else None
 
+    def problem_paths(self) -> dict[str, str]:
+        """Where each problem (by source hash) was read from."""
+        return dict(self.conn.execute("SELECT problem_hash, path FROM problems"))
+
     def code(self, candidate_hash: str) -> str | None:
         row = self.conn.execute("SELECT code FROM candidates WHERE candidate_hash = ?", (candidate_hash,)).fetchone()
         return row[0] if row else None

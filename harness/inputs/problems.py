@@ -67,6 +67,12 @@ def _describe(path: Path, level: int | None) -> Problem:
     )
 
 
+def directory_level(directory: Path) -> int | None:
+    """N for a KernelBench levelN folder, else None."""
+    match = LEVEL_DIR.match(directory.resolve().name)
+    return int(match.group(1)) if match else None
+
+
 def discover_problems(root: Path) -> list[Problem]:
     """All problems under `root`: its own *.py files, plus those of any levelN subfolders. The
     first unusable file is an error (see discover_problem_files to go on without it)."""
@@ -85,8 +91,7 @@ def discover_problem_files(root: Path) -> tuple[list[Problem], dict[str, str]]:
     problems: dict[str, Problem] = {}
     unusable: dict[str, str] = {}
     for directory in dirs:
-        level_match = LEVEL_DIR.match(directory.resolve().name)
-        level = int(level_match.group(1)) if level_match else None
+        level = directory_level(directory)
         for path in sorted(directory.glob("*.py")):
             if path.name.startswith("_"):
                 continue

@@ -1,62 +1,132 @@
-"""Run against run: which candidates got fixed, broke, got faster or slower."""
+"""Run against run: which candidates got fixed, broke, changed verdict, got faster or slower, and
+how the run's figures (geomean speedup, fast_p) moved."""
 
 from __future__ import annotations
 
+import math
+import os
+from collections import Counter
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from ..records import Result, Status
-from .site import environment
-from .summary import format_speedup
+from .site import environment, page_file
+from .summary import RunSummary, format_speedup, natural_key, speedup_interval, summarize_run
+
+ORDER = ["fixed", "broken", "changed", "faster", "slower", "new", "gone", "same"]
 
 
 class Change(BaseModel):
     problem: str | None
     candidate: str
-    change: str  # fixed, broken, faster, slower, same, new, gone
+    change: str  # one of ORDER
     before: str | None
     after: str | None
     before_speedup: float | None
     after_speedup: float | None
+    why: str = ""  # what decided faster, slower or same
 
 
-def compare_runs(before: list[Result], after: list[Result], noise: float = 0.05) -> list[Change]:
-    """Match results by (problem, candidate); a speedup change within `noise` counts as the same."""
+class Comparison(BaseModel):
+    changes: list[Change]
+    transitions: list[tuple[str, str, int]]  # (verdict before, verdict after, count) where the verdict changed
+    before: RunSummary
+    after: RunSummary
+
+
+def speedup_range(result: Result) -> tuple[float, float] | None:
+    """Where the speedup plausibly lies: the medians' 95% intervals, or failing those the middle
+    halves of the timed calls (wider: a change beyond them is no accident either)."""
+    interval = speedup_interval(result)
+    if interval is not None:
+        return interval
+    mine, reference = result.timing, result.reference_timing
+    if mine is None or reference is None or not mine.median_ms - mine.iqr_ms / 2 > 0:
+        return None
+    return ((reference.median_ms - reference.iqr_ms / 2) / (mine.median_ms + mine.iqr_ms / 2),
+            (reference.median_ms + reference.iqr_ms / 2) / (mine.median_ms - mine.iqr_ms / 2))
+
+
+def speed_change(a: Result, b: Result, noise: float) -> tuple[str, str]:
+    """faster or slower only where the two speedups' ranges do not overlap; without ranges, beyond `noise`."""
+    ra, rb = speedup_range(a), speedup_range(b)
+    if ra and rb:
+        if rb[0] > ra[1]:
+            return "faster", f"{rb[0]:.3g}–{rb[1]:.3g}× clear of {ra[0]:.3g}–{ra[1]:.3g}×"
+        if rb[1] < ra[0]:
+            return "slower", f"{rb[0]:.3g}–{rb[1]:.3g}× clear of {ra[0]:.3g}–{ra[1]:.3g}×"
+        return "same", f"{ra[0]:.3g}–{ra[1]:.3g}× and {rb[0]:.3g}–{rb[1]:.3g}× overlap"
+    if a.speedup and b.speedup and math.isfinite(a.speedup) and math.isfinite(b.speedup) \
+            and abs(b.speedup / a.speedup - 1) > noise:
+        return ("faster" if b.speedup > a.speedup else "slower"), f"more than {noise:.0%} apart (no intervals)"
+    return "same", f"within {noise:.0%} (no intervals)"
+
+
+def classify(a: Result | None, b: Result | None, noise: float) -> tuple[str, str]:
+    if a is None or b is None:
+        return ("new" if a is None else "gone"), ""
+    if (a.status is Status.ok) != (b.status is Status.ok):
+        return ("fixed" if b.status is Status.ok else "broken"), ""
+    if a.status is not b.status:
+        return "changed", ""
+    if a.status is Status.ok:
+        return speed_change(a, b, noise)
+    return "same", ""
+
+
+def compare_runs(before: list[Result], after: list[Result], noise: float = 0.05) -> Comparison:
+    """Match results by (problem, candidate)."""
     old = {(r.problem, r.candidate): r for r in before}
     new = {(r.problem, r.candidate): r for r in after}
     changes = []
-    for key in sorted(old.keys() | new.keys(), key=lambda k: (k[0] or "", k[1])):
+    for key in sorted(old.keys() | new.keys(), key=lambda k: (natural_key(k[0] or ""), natural_key(k[1]))):
         a, b = old.get(key), new.get(key)
-        if a is None or b is None:
-            kind = "new" if a is None else "gone"
-        elif (a.status is Status.ok) != (b.status is Status.ok):
-            kind = "fixed" if b.status is Status.ok else "broken"
-        elif a.status is Status.ok and a.speedup and b.speedup and abs(b.speedup / a.speedup - 1) > noise:
-            kind = "faster" if b.speedup > a.speedup else "slower"
-        else:
-            kind = "same"
-        changes.append(Change(problem=key[0], candidate=key[1], change=kind,
+        kind, why = classify(a, b, noise)
+        changes.append(Change(problem=key[0], candidate=key[1], change=kind, why=why,
                               before=a.status.value if a else None, after=b.status.value if b else None,
                               before_speedup=a.speedup if a else None, after_speedup=b.speedup if b else None))
-    return changes
+    moved = Counter((c.before, c.after) for c in changes if c.before and c.after and c.before != c.after)
+    return Comparison(changes=changes, transitions=[(x, y, n) for (x, y), n in moved.most_common()],
+                      before=summarize_run(before), after=summarize_run(after))
 
 
-def render_compare(run_a: str, run_b: str, changes: list[Change], path: Path) -> Path:
+def render_compare(run_a: str, run_b: str, comparison: Comparison, path: Path, site_a: Path, site_b: Path) -> Path:
+    """The comparison page, linking each candidate's page in both runs' sites."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    order = ["fixed", "broken", "faster", "slower", "new", "gone", "same"]
-    changes = sorted(changes, key=lambda c: order.index(c.change))
-    counts = {kind: sum(1 for c in changes if c.change == kind) for kind in order}
+    changes = sorted(comparison.changes, key=lambda c: ORDER.index(c.change))
+
+    def link(site: Path, change: Change) -> str:
+        return Path(os.path.relpath(site / "c" / page_file(change.problem, change.candidate), path.parent)).as_posix()
+
     path.write_text(environment().get_template("compare.html.j2").render(
-        run_a=run_a, run_b=run_b, changes=changes, counts=counts), encoding="utf-8")
+        run_a=run_a, run_b=run_b, changes=changes, counts=counts(comparison), comparison=comparison,
+        figures=figure_deltas(comparison),
+        link_a=lambda c: link(site_a, c), link_b=lambda c: link(site_b, c)), encoding="utf-8")
     return path
 
 
-def describe_changes(changes: list[Change]) -> str:
-    """What changed, one line each, then the count of each kind of change."""
+def counts(comparison: Comparison) -> dict[str, int]:
+    found = Counter(c.change for c in comparison.changes)
+    return {kind: found[kind] for kind in ORDER if found[kind]}
+
+
+def figure_deltas(comparison: Comparison) -> list[tuple[str, str, str]]:
+    """(figure, before, after) for the run's headline figures."""
+    a, b = comparison.before, comparison.after
+    rows = [("correct", f"{a.correct_rate:.0%}", f"{b.correct_rate:.0%}"),
+            ("compiled", f"{a.compiled_rate:.0%}", f"{b.compiled_rate:.0%}"),
+            ("geomean speedup", format_speedup(a.geomean_speedup), format_speedup(b.geomean_speedup))]
+    return rows + [(f"fast_{p}", f"{a.fast_p[p]:.0%}", f"{b.fast_p[p]:.0%}") for p in a.fast_p]
+
+
+def describe_changes(comparison: Comparison) -> str:
+    """What changed, one line each; then the count of each kind, the verdict transitions and the figures."""
     lines = [f"{c.change:7s} {c.problem or '-'}  {c.candidate}  {c.before or '-'} -> {c.after or '-'}  "
-             f"{format_speedup(c.before_speedup)} -> {format_speedup(c.after_speedup)}"
-             for c in changes if c.change != "same"]
-    counts = {kind: sum(1 for c in changes if c.change == kind) for kind in dict.fromkeys(c.change for c in changes)}
-    lines.append(", ".join(f"{kind} {n}" for kind, n in counts.items()) or "no results")
+             f"{format_speedup(c.before_speedup)} -> {format_speedup(c.after_speedup)}" + (f"  ({c.why})" if c.why else "")
+             for c in comparison.changes if c.change != "same"]
+    lines.append(", ".join(f"{kind} {n}" for kind, n in counts(comparison).items()) or "no results")
+    if comparison.transitions:
+        lines.append("verdicts: " + ", ".join(f"{x} -> {y} {n}" for x, y, n in comparison.transitions))
+    lines.append("figures: " + ", ".join(f"{name} {x} -> {y}" for name, x, y in figure_deltas(comparison)))
     return "\n".join(lines)

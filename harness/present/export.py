@@ -8,11 +8,12 @@ import json
 import math
 from pathlib import Path
 
+from ..inputs.candidates import KERNELBENCH_NAME
 from ..inputs.problems import KERNELBENCH_FILE
 from ..records import Result, Status
-from .summary import summarize_run
+from .summary import natural_key, summarize_run
 
-CSV_COLUMNS = ["problem", "candidate", "status", "speedup", "error", "flags", "phase", "kind", "max_abs_err",
+CSV_COLUMNS = ["problem", "candidate", "status", "speedup", "error", "cause", "flags", "phase", "kind", "max_abs_err",
                "max_rel_err", "median_ms", "iqr_ms", "reference_median_ms", "candidate_hash", "problem_hash"]
 # Verdicts that got past building and importing, in KernelBench's sense of "compiled".
 NOT_COMPILED = {Status.compile_error, Status.load_error}
@@ -46,7 +47,8 @@ def to_csv(results: list[Result]) -> str:
     for r in results:
         writer.writerow({
             "problem": r.problem, "candidate": r.candidate, "status": r.status.value, "speedup": r.speedup,
-            "error": r.error, "flags": ";".join(r.flags), "phase": r.phase, "kind": r.kind.value if r.kind else None,
+            "error": r.error, "cause": r.diagnosis.category if r.diagnosis else None,
+            "flags": ";".join(f.value for f in r.flags), "phase": r.phase, "kind": r.kind.value if r.kind else None,
             "max_abs_err": r.max_abs_err, "max_rel_err": r.max_rel_err,
             "median_ms": r.timing.median_ms if r.timing else None, "iqr_ms": r.timing.iqr_ms if r.timing else None,
             "reference_median_ms": r.reference_timing.median_ms if r.reference_timing else None,
@@ -55,53 +57,98 @@ def to_csv(results: list[Result]) -> str:
     return buffer.getvalue()
 
 
-def kernelbench_key(problem_id: str) -> str:
-    match = KERNELBENCH_FILE.match(problem_id)
-    return match.group(1) if match else problem_id
+class ExportError(Exception):
+    """Results that cannot be written in the asked format without losing some: the message names them."""
 
 
-def to_kernelbench(results: list[Result], device_name: str) -> tuple[dict, dict]:
-    """(eval_results, fast_p summary) in the shape of KernelBench's eval_from_generations output:
-    problem id -> list of samples with compiled, correctness, metadata, runtime (ms), runtime_stats.
-    Problems from a KernelBench level folder are keyed by their number; ours by their id."""
-    eval_results: dict[str, list[dict]] = {}
-    for r in sorted(results, key=lambda r: (r.problem or "", r.candidate)):
-        if r.problem is None or r.status is Status.skipped:
-            continue
-        samples = eval_results.setdefault(kernelbench_key(r.problem), [])
-        timing = r.timing
-        samples.append({
-            "sample_id": len(samples),
-            "compiled": r.status not in NOT_COMPILED,
-            "correctness": r.status is Status.ok,
-            "metadata": {"candidate": r.candidate, "status": r.status.value, "error": r.error, "flags": r.flags,
-                         "max_abs_err": r.max_abs_err, "hardware": device_name},
-            "runtime": timing.mean_ms if timing else -1.0,
-            "runtime_stats": {"mean": timing.mean_ms, "median": timing.median_ms, "min": timing.min_ms,
-                              "max": timing.max_ms, "num_trials": timing.n, "hardware": device_name} if timing else {},
-            "ref_runtime": r.reference_timing.mean_ms if r.reference_timing else -1.0,
-        })
-    summary = summarize_run([r for r in results if r.problem is not None])
+def kernelbench_place(result: Result, levels: dict[str, int | None]) -> tuple[str, str]:
+    """(directory, key) of a result in KernelBench's layout: one eval_results.json per level, keyed by
+    the problem's number within that level (level_1/ "3"); problems from no level folder are
+    keyed by their id in the top directory."""
+    level = levels.get(result.problem or "")
+    match = KERNELBENCH_FILE.match(result.problem or "")
+    if level is None or match is None:
+        return ".", result.problem or ""
+    return f"level_{level}", str(int(match.group(1)))
+
+
+def sample_ids(results: list[Result]) -> dict[str, int]:
+    """Each candidate's sample id within its problem: KernelBench's own (…_sample_S_kernel.py) where
+    the file is named so, the next free ids in natural order for the others."""
+    named = {r.candidate: int(m.group(3)) for r in results if (m := KERNELBENCH_NAME.match(r.candidate.rsplit("/", 1)[-1]))}
+    ids, taken = dict(named), set(named.values())
+    free = (i for i in range(len(results) + len(taken) + 1) if i not in taken)
+    for r in sorted(results, key=lambda r: natural_key(r.candidate)):
+        if r.candidate not in ids:
+            ids[r.candidate] = next(free)
+    return ids
+
+
+def kernelbench_sample(r: Result, sample_id: int, device_name: str) -> dict:
+    timing = r.timing
+    return {
+        "sample_id": sample_id,
+        "compiled": r.status not in NOT_COMPILED,
+        "correctness": r.status is Status.ok,
+        "metadata": {"problem": r.problem, "candidate": r.candidate, "status": r.status.value, "error": r.error,
+                     "cause": r.diagnosis.category if r.diagnosis else None, "flags": [f.value for f in r.flags],
+                     "max_abs_err": r.max_abs_err, "hardware": device_name},
+        "runtime": timing.mean_ms if timing else -1.0,
+        "runtime_stats": {"mean": timing.mean_ms, "median": timing.median_ms, "min": timing.min_ms, "max": timing.max_ms,
+                          "num_trials": timing.n, "hardware": device_name} if timing else {},
+        "ref_runtime": r.reference_timing.mean_ms if r.reference_timing else -1.0,
+    }
+
+
+def to_kernelbench(results: list[Result], device_name: str,
+                   levels: dict[str, int | None]) -> tuple[dict[str, tuple[dict, dict]], int]:
+    """KernelBench's eval_from_generations output, per directory: ({dir: (eval_results, fast_p)},
+    skipped count). eval_results maps the problem's key to its samples, each with sample_id, compiled,
+    correctness, metadata, runtime (ms) and runtime_stats. Two problems that land on one key are
+    refused (ExportError), never merged; skipped candidates have no KernelBench equivalent."""
+    judged = [r for r in results if r.problem is not None and r.status is not Status.skipped]
+    by_place: dict[tuple[str, str], dict[str, list[Result]]] = {}
+    for r in judged:
+        by_place.setdefault(kernelbench_place(r, levels), {}).setdefault(r.problem, []).append(r)
+    collisions = [f"{directory}/{key}: {', '.join(sorted(problems))}"
+                  for (directory, key), problems in by_place.items() if len(problems) > 1]
+    if collisions:
+        raise ExportError("problems that share a KernelBench level and number: " + "; ".join(collisions))
+    files: dict[str, tuple[dict, dict]] = {}
+    for directory in sorted({d for d, _ in by_place}):
+        places = sorted((key for d, key in by_place if d == directory), key=natural_key)
+        eval_results, mine = {}, []
+        for key in places:
+            (rows,) = by_place[(directory, key)].values()
+            ids = sample_ids(rows)
+            eval_results[key] = sorted((kernelbench_sample(r, ids[r.candidate], device_name) for r in rows),
+                                       key=lambda sample: sample["sample_id"])
+            mine += rows
+        files[directory] = (eval_results, fast_p_summary(mine))
+    return files, sum(r.status is Status.skipped for r in results)
+
+
+def fast_p_summary(results: list[Result]) -> dict:
+    summary = summarize_run(results)
     speeds = [r.speedup for r in results if r.status is Status.ok and r.speedup and math.isfinite(r.speedup)]
-    fast_p = {"total": summary.total - summary.by_status["skipped"], "compiled_rate": summary.compiled_rate,
-              "correct_rate": summary.correct_rate, "fast_p": summary.fast_p,
-              "geomean_speedup": summary.geomean_speedup, "num_correct_with_speedup": len(speeds)}
-    return eval_results, fast_p
+    return {"total": summary.total, "compiled_rate": summary.compiled_rate, "correct_rate": summary.correct_rate,
+            "fast_p": summary.fast_p, "geomean_speedup": summary.geomean_speedup, "num_correct_with_speedup": len(speeds)}
 
 
-def kernelbench_json(results: list[Result], device_name: str) -> tuple[str, str]:
-    eval_results, fast_p = to_kernelbench(results, device_name)
-    return json.dumps(eval_results, indent=2), json.dumps(fast_p, indent=2)
-
-
-def write_export(fmt: str, results: list[Result], device_name: str, out: Path) -> Path:
-    """Write `results` as jsonl or csv to the file `out`, or as KernelBench's two files into the directory `out`."""
-    if fmt == "kernelbench":
-        out.mkdir(parents=True, exist_ok=True)
-        eval_results, fast_p = kernelbench_json(results, device_name)
-        (out / "eval_results.json").write_text(eval_results)
-        (out / "fast_p.json").write_text(fast_p)
-    else:
+def write_export(fmt: str, results: list[Result], device_name: str, out: Path,
+                 levels: dict[str, int | None] | None = None) -> str:
+    """Write `results` as jsonl or csv to the file `out`, or as KernelBench's eval_results.json and
+    fast_p.json per level into the directory `out`; returns what was written, in a line or two."""
+    if fmt != "kernelbench":
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(to_jsonl(results) if fmt == "jsonl" else to_csv(results))
-    return out
+        return str(out)
+    files, skipped = to_kernelbench(results, device_name, levels or {})
+    written = []
+    for directory, (eval_results, fast_p) in files.items():
+        (out / directory).mkdir(parents=True, exist_ok=True)
+        (out / directory / "eval_results.json").write_text(json.dumps(eval_results, indent=2))
+        (out / directory / "fast_p.json").write_text(json.dumps(fast_p, indent=2))
+        written.append(str(out / directory / "eval_results.json"))
+    note = f"\n{skipped} skipped candidate(s) left out: KernelBench has no such verdict (see results.jsonl)" if skipped else ""
+    return "\n".join(written) + note

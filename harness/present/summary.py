@@ -66,6 +66,15 @@ def finite_speedup(result: Result) -> float:
     return result.speedup if result.speedup is not None and math.isfinite(result.speedup) else 0.0
 
 
+def speedup_interval(result: Result) -> tuple[float, float] | None:
+    """The speedups the two medians' 95% intervals allow (None where the timing gives none)."""
+    mine, reference = result.timing, result.reference_timing
+    if mine is None or reference is None or None in (mine.ci_low_ms, mine.ci_high_ms, reference.ci_low_ms,
+                                                     reference.ci_high_ms) or not mine.ci_low_ms > 0:
+        return None
+    return reference.ci_low_ms / mine.ci_high_ms, reference.ci_high_ms / mine.ci_low_ms
+
+
 def summary_table(results: list[Result], full_table: Path | str) -> str:
     """The end of a run in at most TERMINAL_WIDTH columns: per problem, correct of attempted and the
     best speedup with its candidate; the verdict counts; where every candidate's row is."""

@@ -67,8 +67,8 @@ def test_leaderboard_lists_every_candidate_with_its_verdict(shipped_report, brow
     from selenium.webdriver.common.by import By
     site, results = shipped_report
     browser.get((site / "index.html").as_uri())
-    shown = {row.find_element(By.CSS_SELECTOR, "td:nth-child(2) a").text: row.find_element(By.CSS_SELECTOR, ".badge").text
-             for row in rows(browser)}
+    shown = {row.find_element(By.CSS_SELECTOR, "td:nth-child(2) a").get_attribute("data-candidate"):
+             row.find_element(By.CSS_SELECTOR, ".badge").text for row in rows(browser)}
     assert shown == {r["candidate"]: r["status"] for r in results}
     assert len(shown) == len(list((REPO / "candidates").rglob("*.*")))
     assert set(shown.values()) == {"ok", "skipped"}  # on CPU: C++ kernels judged, GPU kernels skipped
@@ -80,7 +80,8 @@ def test_candidate_links_open_their_pages(shipped_report, browser):
     from selenium.webdriver.common.by import By
     site, results = shipped_report
     browser.get((site / "index.html").as_uri())
-    links = {a.text: a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "table.leaderboard a")}
+    links = {a.get_attribute("data-candidate"): a.get_attribute("href")
+             for a in browser.find_elements(By.CSS_SELECTOR, "table.leaderboard a")}
     for result in results:
         browser.get(links[result["candidate"]])
         assert browser.find_element(By.ID, "verdict").text == result["status"]
@@ -100,7 +101,8 @@ def test_clicking_a_header_sorts_its_table(shipped_report, browser):
     header = table.find_element(By.XPATH, ".//th[text()='candidate']")
 
     def names():
-        return [row.find_element(By.CSS_SELECTOR, "td:nth-child(2) a").text for row in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
+        return [row.find_element(By.CSS_SELECTOR, "td:nth-child(2) a").get_attribute("data-candidate")
+                for row in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
 
     header.click()
     assert names() == sorted(names()) and header.get_attribute("aria-sort") == "ascending"
@@ -120,9 +122,161 @@ def test_filtering_by_text_and_verdict(shipped_report, browser):
     browser.get((site / "index.html").as_uri())
     browser.find_element(By.ID, "filter").send_keys("000_e04650")
     visible = [row for row in rows(browser) if row.is_displayed()]
-    assert [row.find_element(By.CSS_SELECTOR, "a").text for row in visible] == ["conv2d_square/000_e04650da845c912a.txt"]
+    assert [row.find_element(By.CSS_SELECTOR, "a").get_attribute("data-candidate") for row in visible] == \
+        ["conv2d_square/000_e04650da845c912a.txt"]
     browser.find_element(By.ID, "filter").clear()
     browser.execute_script("document.getElementById('filter').dispatchEvent(new Event('input'))")
     Select(browser.find_element(By.ID, "status-filter")).select_by_value("ok")
     visible = [row for row in rows(browser) if row.is_displayed()]
     assert len(visible) == sum(r["status"] == "ok" for r in results) > 0
+
+
+# --- synthetic runs the size of a real one (80 candidates on 21 problems) and of a large one -----
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory):
+    """Where the screenshots go, to be looked at: the path is printed (pytest -s)."""
+    path = tmp_path_factory.mktemp("screenshots")
+    print(f"\nreport screenshots: {path}")
+    return path
+
+
+def synthetic_site(tmp_path_factory, count, problems, **kwargs):
+    from harness.present.site import render_site
+    from tests.unit.present.synthetic import synthetic_results
+
+    results = synthetic_results(count, problems=problems)
+    site = tmp_path_factory.mktemp(f"site{count}")
+    render_site(None, results, lambda r: "import torch\nclass ModelNew(torch.nn.Module):\n    pass\n", site, **kwargs)
+    return site, results
+
+
+@pytest.fixture(scope="module")
+def site80(tmp_path_factory):
+    require_browser()
+    import re
+    return synthetic_site(tmp_path_factory, 80, 21, group_by=re.compile(r"/runs/[^/]+/([^/]+)/"))
+
+
+@pytest.fixture(scope="module")
+def site5000(tmp_path_factory):
+    require_browser()
+    return synthetic_site(tmp_path_factory, 5000, 250)
+
+
+def load(driver, path) -> float:
+    """Open a page; seconds until it was loaded, as the browser measured it."""
+    driver.get(path.as_uri())
+    return driver.execute_script("const t = performance.getEntriesByType('navigation')[0]; return t.loadEventEnd / 1000;")
+
+
+def full_page_screenshot(driver, path):
+    driver.execute_script("window.scrollTo(0, 0)")
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1400, min(height, 16000))
+    driver.save_screenshot(str(path))
+    driver.set_window_size(1300, 2200)
+    assert path.stat().st_size > 10_000
+
+
+def row_heights(driver):
+    return driver.execute_script(
+        "return [...document.querySelectorAll('table.leaderboard tbody tr')].filter(r => r.offsetParent)"
+        ".map(r => r.getBoundingClientRect().height)")
+
+
+def visible_sections(driver):
+    return driver.execute_script(
+        "return [...document.querySelectorAll('section.problem')].filter(s => s.offsetParent).map(s => s.id)")
+
+
+def test_index_of_80_answers_which_kernels_are_real_on_one_screen(site80, browser, screenshots):
+    from selenium.webdriver.common.by import By
+    site, results = site80
+    assert load(browser, site / "index.html") < 5
+    overview = browser.find_element(By.ID, "overview-table")
+    assert overview.location["y"] + 21 * 40 < 2200  # the overview fits the first screen
+    assert len(overview.find_elements(By.CSS_SELECTOR, "tbody tr")) == 21
+    assert max(row_heights(browser)) <= 70  # two lines of reason at most, never a word per line
+    # The issue measured 12,900 px for a real run of this size, rows 300-700 px tall.
+    assert browser.execute_script("return document.documentElement.scrollHeight") < 12_900 * 0.6
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#generator-table tbody tr")) == 3
+    full_page_screenshot(browser, screenshots / "index-80.png")
+
+
+def test_a_clamped_reason_opens_on_click(site80, browser):
+    from selenium.webdriver.common.by import By
+    site, _ = site80
+    load(browser, site / "index.html")
+    reason = browser.find_element(By.CSS_SELECTOR, 'tr[data-status="compile_error"] div.reason')
+    closed = reason.size["height"]
+    browser.execute_script("arguments[0].scrollIntoView(); arguments[0].click()", reason)
+    assert reason.size["height"] > 2 * closed
+
+
+def test_filter_hides_emptied_sections_and_counts_what_it_shows(site80, browser, screenshots):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    site, results = site80
+    load(browser, site / "index.html")
+    Select(browser.find_element(By.ID, "status-filter")).select_by_value("near_miss")
+    near = [r for r in results if "near_miss" in r.flags]
+    assert browser.find_element(By.ID, "filter-count").text == f"{len(near)} of 80 candidates"
+    assert sorted(visible_sections(browser)) == sorted({r.problem for r in near})
+    full_page_screenshot(browser, screenshots / "index-80-near-misses.png")
+    Select(browser.find_element(By.ID, "status-filter")).select_by_value("")
+    browser.find_element(By.ID, "filter").send_keys("gpt-5")
+    shown = [r for r in results if "gpt-5" in r.candidate]
+    assert browser.find_element(By.ID, "filter-count").text == f"{len(shown)} of 80 candidates"
+    assert sorted(visible_sections(browser)) == sorted({r.problem for r in shown})
+
+
+def test_problems_sort_naturally_when_their_header_is_clicked(site80, browser):
+    from selenium.webdriver.common.by import By
+    site, _ = site80
+    load(browser, site / "index.html")
+    table = browser.find_element(By.ID, "overview-table")
+    header = table.find_element(By.XPATH, ".//th[text()='problem']")
+    header.click()
+    header.click()
+    header.click()  # ascending again, now by the browser's own comparison
+    numbers = [int(row.get_attribute("data-problem").split("_")[0])
+               for row in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
+    assert numbers == sorted(numbers) and numbers[:6] == [1, 1, 2, 2, 3, 3]  # 2_ before 12_
+
+
+def test_index_of_5000_loads_filters_and_keeps_rows_short(site5000, browser, screenshots):
+    import time
+    from selenium.webdriver.common.by import By
+    site, results = site5000
+    assert load(browser, site / "index.html") < 10
+    assert max(row_heights(browser)) <= 70
+    began = time.perf_counter()
+    browser.find_element(By.ID, "filter").send_keys("sample_7")
+    assert browser.find_element(By.ID, "filter-count").text.endswith("of 5000 candidates")
+    assert time.perf_counter() - began < 5
+    shown = {r.problem for r in results if "sample_7" in r.candidate}
+    assert sorted(visible_sections(browser)) == sorted(shown)
+    browser.get((site / "index.html").as_uri())
+    browser.save_screenshot(str(screenshots / "index-5000-top.png"))
+
+
+def test_a_candidate_page_of_each_verdict(tmp_path_factory, browser, screenshots):
+    from selenium.webdriver.common.by import By
+    from harness.present.site import page_name, render_site
+    from harness.records import Status
+    from tests.unit.present.synthetic import synthetic_results
+
+    results = synthetic_results(80)
+    one_each = {r.status: r for r in reversed(results)}
+    site = tmp_path_factory.mktemp("pages")
+    render_site(None, list(one_each.values()), lambda r: "import torch\n", site)
+    for status, result in one_each.items():
+        load(browser, site / "c" / page_name(result))
+        assert browser.find_element(By.ID, "verdict").text == status.value
+        if status is Status.ok:
+            chart = browser.find_element(By.CSS_SELECTOR, "svg.timing")
+            assert chart.get_attribute("data-scale") == "log" and chart.size["width"] > 500
+            assert browser.find_element(By.ID, "speedup-interval").text.startswith("(95% interval")
+        full_page_screenshot(browser, screenshots / f"candidate-{status.value}.png")
+    assert set(one_each) == set(Status)

@@ -3,11 +3,20 @@
 import csv
 import io
 import json
+import random
+import re
+import time
 
-from harness.present.export import kernelbench_json, to_csv
-from harness.records import Result, Status, TimingStats
-from harness.present.compare import compare_runs, render_compare
-from harness.present.site import group_by_problem, page_name, render_site, speedup_histogram_svg
+from harness.present.export import to_csv
+from harness.records import Flag, Result, Status, TimingStats
+from harness.present.compare import compare_runs, describe_changes, render_compare
+from harness.present.site import (group_by_problem, page_name, render_index, render_site, speedup_histogram_svg,
+                                  timing_strip_svg)
+from harness.present.summary import natural_key, speedup_interval
+
+from tests.unit.present.html_tree import parse
+from tests.unit.present.synthetic import GENERATORS, synthetic_results
+from tests.unit.present.synthetic import timing as synthetic_timing
 
 
 def timing(median):
@@ -41,29 +50,56 @@ def test_speedup_histogram_counts_correct_candidates_only():
 
 def test_compare_names_what_changed(tmp_path):
     before = [make("a", Status.ok, 1.0), make("b", Status.mismatch), make("c", Status.ok, 2.0),
-              make("d", Status.ok, 1.0), make("gone", Status.ok, 1.0)]
+              make("d", Status.ok, 1.0), make("gone", Status.ok, 1.0), make("e", Status.runtime_error)]
     after = [make("a", Status.ok, 1.5), make("b", Status.ok, 1.0), make("c", Status.crash),
-             make("d", Status.ok, 1.02), make("new", Status.ok, 1.0)]
-    kinds = {c.candidate: c.change for c in compare_runs(before, after)}
-    assert kinds == {"a": "faster", "b": "fixed", "c": "broken", "d": "same", "gone": "gone", "new": "new"}
-    page = render_compare("r1", "r2", compare_runs(before, after), tmp_path / "cmp.html").read_text()
-    assert "fixed" in page and "r1" in page and "<script>" in page
+             make("d", Status.ok, 1.02), make("new", Status.ok, 1.0), make("e", Status.mismatch)]
+    comparison = compare_runs(before, after)
+    kinds = {c.candidate: c.change for c in comparison.changes}
+    assert kinds == {"a": "faster", "b": "fixed", "c": "broken", "d": "same", "gone": "gone", "new": "new",
+                     "e": "changed"}
+    assert ("runtime_error", "mismatch", 1) in comparison.transitions
+    page = render_compare("r1", "r2", comparison, tmp_path / "cmp" / "cmp.html", tmp_path / "site1", tmp_path / "site2")
+    tree = parse(page.read_text())
+    links = [a.attrs["href"] for a in tree.find("table", id="changes").find_all("a")]
+    assert f"../site1/c/{page_name(before[0])}" in links and f"../site2/c/{page_name(after[0])}" in links
+    assert "geomean speedup" in tree.find("table", id="figures").text
+
+
+def interval_timing(median, half_width):
+    return TimingStats(median_ms=median, iqr_ms=half_width * 4, mean_ms=median, min_ms=median, max_ms=median, n=30,
+                       samples_ms=[median] * 30, clock="cuda_event", ci_low_ms=median - half_width,
+                       ci_high_ms=median + half_width)
+
+
+def timed(candidate, candidate_ms, reference_ms, half_width_fraction):
+    return Result(run_id="r", problem="p", candidate=candidate, status=Status.ok, candidate_hash="h",
+                  speedup=reference_ms / candidate_ms,
+                  timing=interval_timing(candidate_ms, candidate_ms * half_width_fraction),
+                  reference_timing=interval_timing(reference_ms, reference_ms * half_width_fraction))
+
+
+def test_a_speedup_change_within_the_intervals_is_the_same_and_beyond_them_faster_or_slower():
+    # 0.03x -> 0.026x: 15% apart, but each timing's interval is +-10%: noise, not "slower".
+    noisy = compare_runs([timed("x", 33.0, 1.0, 0.10)], [timed("x", 38.0, 1.0, 0.10)]).changes[0]
+    assert noisy.change == "same" and "overlap" in noisy.why
+    tight = compare_runs([timed("x", 33.0, 1.0, 0.01)], [timed("x", 38.0, 1.0, 0.01)]).changes[0]
+    assert tight.change == "slower"
+    assert compare_runs([timed("x", 38.0, 1.0, 0.01)], [timed("x", 33.0, 1.0, 0.01)]).changes[0].change == "faster"
+
+
+def test_compare_summary_gives_transitions_and_figure_deltas():
+    comparison = compare_runs([make("a", Status.ok, 2.0), make("b", Status.runtime_error)],
+                              [make("a", Status.ok, 2.0), make("b", Status.ok, 4.0)])
+    text = describe_changes(comparison)
+    assert "fixed   p  b  runtime_error -> ok" in text
+    assert "verdicts: runtime_error -> ok 1" in text
+    assert "geomean speedup 2.00x -> 2.83x" in text and "fast_1 50% -> 100%" in text
 
 
 def test_csv_export_has_one_row_per_result():
     rows = list(csv.DictReader(io.StringIO(to_csv([make("a", Status.ok, 2.0), make("b", Status.compile_error)]))))
     assert [(r["candidate"], r["status"], r["speedup"]) for r in rows] == [("a", "ok", "2.0"), ("b", "compile_error", "")]
-
-
-def test_kernelbench_export_keys_by_problem_number_and_reports_fast_p():
-    results = [make("s0", Status.ok, 2.0, problem="63_conv_standard_2D"), make("s1", Status.compile_error,
-               problem="63_conv_standard_2D"), make("s2", Status.mismatch, problem="relu"), make("s3", Status.skipped)]
-    eval_results, fast_p = map(json.loads, kernelbench_json(results, "H200"))
-    assert set(eval_results) == {"63", "relu"}
-    first, second = eval_results["63"]
-    assert (first["sample_id"], first["compiled"], first["correctness"], first["runtime"]) == (0, True, True, 1.0)
-    assert (second["compiled"], second["correctness"], second["runtime"]) == (False, False, -1.0)
-    assert fast_p["total"] == 3 and fast_p["fast_p"]["1"] == 1 / 3
+    assert "cause" in rows[0]
 
 
 def test_candidate_page_says_how_it_was_built(tmp_path):
@@ -75,3 +111,139 @@ def test_candidate_page_says_how_it_was_built(tmp_path):
     assert '<dd id="build">35.2 s, ahead of evaluation</dd>' in text["compiled"] and "on GPU 1" in text["compiled"]
     assert '<dd id="build">from the build cache</dd>' in text["cached"]
     assert '<dd id="build">–</dd>' in text["python"]
+
+
+# --- the index at the size of a real run (80 candidates, 21 problems) and at 5,000 -------------
+
+def index_of(results, **kwargs):
+    return parse(render_index(None, results, **kwargs))
+
+
+def test_overview_has_one_row_per_problem_in_natural_order_with_counts_and_best_links():
+    results = synthetic_results(80)
+    rows = index_of(results).find("table", id="overview-table").find_all("tr", )[1:]
+    ids = [row.attrs["data-problem"] for row in rows]
+    assert len(ids) == 21 and ids == sorted(ids, key=natural_key)
+    assert [i.split("_")[0] for i in ids[:12]] == ["1", "1", "2", "2", "3", "3", "4", "4", "5", "5", "6", "6"]
+    for row, problem in zip(rows, ids):
+        mine = [r for r in results if r.problem == problem]
+        correct = [r for r in mine if r.status is Status.ok]
+        cells = row.find_all("td")
+        attempted = sum(r.status is not Status.skipped for r in mine)
+        assert cells[1].text.strip() == f"{len(correct)}/{attempted}"
+        if correct:
+            best = max(correct, key=lambda r: r.speedup)
+            assert cells[2].find("a").attrs["href"] == f"c/{page_name(best)}"
+            assert cells[3].find("a").attrs["title"] == best.candidate
+
+
+def test_problem_sections_follow_natural_order_and_the_jump_bar_links_each():
+    tree = index_of(synthetic_results(80))
+    sections = [s.attrs["id"] for s in tree.find_all("section", cls="problem")]
+    assert sections == sorted(sections, key=natural_key) and len(sections) == 21
+    assert [a.attrs["href"] for a in tree.find("nav", id="jump").find_all("a")][4:] == [f"#{s}" for s in sections]
+
+
+def test_rows_stay_short_reason_clamped_cause_shown_near_misses_marked():
+    results = synthetic_results(80)
+    tree = index_of(results)
+    rows = [row for table in tree.find_all("table", cls="leaderboard") for row in table.find("tbody").find_all("tr")]
+    assert len(rows) == 80
+    for row in rows:
+        candidate, reason = row.find_all("td")[1].find("a"), row.find("div", cls="reason")
+        assert "clamp" in candidate.classes() and "clamp" in reason.classes()
+    compile_errors = [row for row in rows if row.attrs["data-status"] == "compile_error"]
+    assert compile_errors and all(row.find("td", cls="cause").text.strip() for row in compile_errors)
+    near = [row for row in rows if "near-miss" in row.classes()]
+    assert len(near) == sum(Flag.near_miss in r.flags for r in results) > 0
+    assert all(row.attrs["data-status"] == "mismatch" and "near miss" in row.text for row in near)
+    far = [row for row in rows if row.attrs["data-status"] == "mismatch" and "near-miss" not in row.classes()]
+    assert far and not any("near miss" in row.text for row in far)
+    css = tree.find("style").text
+    assert "-webkit-line-clamp: 2" in css and "table-layout: fixed" in css
+
+
+def test_filter_shows_a_count_and_hides_emptied_sections():
+    tree = index_of(synthetic_results(80))
+    assert tree.find("span", id="filter-count").text == "80 of 80 candidates"
+    script = tree.find("script").text
+    assert 'section.classList.toggle("hidden"' in script and "counter.textContent" in script
+    assert "near_miss" in [o.attrs["value"] for o in tree.find("select", id="status-filter").find_all("option")]
+
+
+def test_a_table_per_generator_when_names_repeat_across_problems():
+    unique = [make(f"{p}/{p}_only.py", Status.ok, 1.5, problem=p) for p in ("1_a", "2_b")]
+    assert not index_of(unique).find_all("table", id="generator-table")
+    results = synthetic_results(80)  # <problem>/runs/<date>/<generator>/sample_<k>.py
+    rows = index_of(results).find("table", id="generator-table").find("tbody").find_all("tr")
+    expected = [f"runs/2026-11-20/{GENERATORS[k % 3]}/sample_{k}" for k in range(4)]
+    assert [row.find("td").text for row in rows] == sorted(expected, key=natural_key)
+    pattern = re.compile(r"/runs/[^/]+/([^/]+)/")
+    rows = index_of(results, group_by=pattern).find("table", id="generator-table").find("tbody").find_all("tr")
+    assert [row.find("td").text for row in rows] == sorted(GENERATORS, key=natural_key)
+    assert sum(int(row.find_all("td")[2].text) for row in rows) == 80
+    kernelbench = [make(f"level_1_problem_{n}_sample_{s}_kernel.py", Status.ok, 1.0, problem=f"{n}_x")
+                   for n in (1, 2) for s in (0, 1)]
+    names = [row.find("td").text for row in index_of(kernelbench).find("table", id="generator-table").find_all("tr")[1:]]
+    assert names == ["sample_0", "sample_1"]
+
+
+def test_index_of_5000_candidates_renders_in_seconds_and_keeps_its_structure():
+    results = synthetic_results(5000, problems=250)
+    began = time.perf_counter()
+    html = render_index(None, results)
+    elapsed = time.perf_counter() - began
+    assert elapsed < 20 and len(html) < 12e6
+    tree = parse(html)
+    assert len(tree.find("table", id="overview-table").find("tbody").find_all("tr")) == 250
+    assert len(tree.find_all("div", cls="reason")) == 5000
+
+
+def test_header_shows_the_finish_time_or_says_unfinished():
+    from harness.records import EvalConfig, MachineInfo, RunInfo
+    machine = MachineInfo(hostname="h", device="cpu", device_name="x", driver=None, cuda=None, torch="2", python="3",
+                          harness="0")
+    run = RunInfo(run_id="r", started_at="t0", machine=machine, config=EvalConfig(device="cpu"), problems_dir="p",
+                  candidates_dir="c")
+    assert "(unfinished)" in parse(render_index(run, [])).find("p", id="run-header").text
+    header = parse(render_index(run.model_copy(update={"finished_at": "t1"}), [])).find("p", id="run-header").text
+    assert "finished t1" in header and "unfinished" not in header
+
+
+# --- charts ------------------------------------------------------------------------------------
+
+def test_timing_chart_is_log_scale_so_a_26x_candidate_and_its_reference_both_read():
+    rng = random.Random(1)
+    fast, slow = synthetic_timing(rng, 0.04), synthetic_timing(rng, 1.07)  # 26.75x
+    svg = parse(str(timing_strip_svg([("candidate", fast, "#3b6fd8"), ("reference", slow, "#6b7385")])))
+    chart = svg.find("svg")
+    assert chart.attrs["data-scale"] == "log"
+    ticks = {float(t.text) for t in chart.find_all("text", cls="tick")}
+    assert {0.05, 0.1, 0.2, 0.5, 1.0} <= ticks
+    circles = chart.find_all("circle")
+    assert len(circles) == fast.n + slow.n
+    xs = {colour: [float(c.attrs["cx"]) for c in circles if c.attrs["fill"] == colour] for colour in ("#3b6fd8", "#6b7385")}
+    # On a log axis a 26.75x gap spans most of the width; each group keeps its own spread.
+    assert min(xs["#6b7385"]) - max(xs["#3b6fd8"]) > 300
+    assert max(xs["#3b6fd8"]) - min(xs["#3b6fd8"]) > 5
+    legends = {t.text.split(" (")[0]: t.attrs["fill"] for t in chart.find_all("text", cls="legend")}
+    assert legends == {"candidate": "#3b6fd8", "reference": "#6b7385"}  # the legend is coloured as its dots
+
+
+def test_speedup_histogram_leaves_room_for_the_tallest_count():
+    svg = parse(str(speedup_histogram_svg([make(str(i), Status.ok, 1.2) for i in range(9)])))
+    labels = [t for t in svg.find_all("text") if t.text == "9"]
+    assert labels and all(float(t.attrs["y"]) >= 12 for t in labels)
+
+
+def test_candidate_page_gives_the_speedup_interval_and_the_near_miss(tmp_path):
+    results = synthetic_results(80)
+    ok = next(r for r in results if r.status is Status.ok)
+    near = next(r for r in results if Flag.near_miss in r.flags)
+    render_site(None, [ok, near], lambda r: None, tmp_path)
+    page = parse((tmp_path / "c" / page_name(ok)).read_text())
+    low, high = speedup_interval(ok)
+    assert page.find("span", id="speedup-interval").text == f"(95% interval {low:.2f}×–{high:.2f}×)"
+    assert low < ok.speedup < high
+    assert page.find("svg", cls="timing").attrs["data-scale"] == "log"
+    assert "near miss" in parse((tmp_path / "c" / page_name(near)).read_text()).find("span", id="near-miss").text

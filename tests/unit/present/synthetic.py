@@ -1,0 +1,57 @@
+"""Synthetic runs shaped like a real one: KernelBench problem ids of two levels (1_, 2_, 12_ ...),
+long candidate paths from a few generators, every verdict, near-misses among the mismatches,
+and timings with confidence intervals. Shared by the report's unit and browser tests."""
+
+import random
+
+from harness.judge.diagnose import diagnose
+from harness.records import Flag, Result, Status, TimingStats
+
+PROBLEM_NAMES = ["Square_matrix_multiplication_", "Standard_matrix_multiplication_", "Matmul_for_large_K",
+                 "Conv2d_Subtract_Subtract_Mish", "Gemm_Multiply_LeakyReLU", "ReLU", "Softmax", "LayerNorm",
+                 "conv_standard_2D_square_input_square_kernel", "Max_Pooling_2D", "Sum_reduction_over_a_dimension"]
+GENERATORS = ["claude-sonnet-4-5_temperature_0.7", "gpt-5-codex_reasoning_high", "llama-3.3-70b-instruct"]
+VERDICTS = [Status.ok, Status.ok, Status.ok, Status.mismatch, Status.mismatch, Status.compile_error, Status.load_error,
+            Status.runtime_error, Status.timeout, Status.crash, Status.rejected, Status.skipped]
+LONG_REASON = ("main.cpp:42:17: error: no matching function for call to 'at::Tensor::data_ptr<float>(int)' "
+               "note: candidate template ignored: could not match 'const float *' against 'int'; ") * 3
+
+
+def problem_ids(count: int) -> list[str]:
+    """KernelBench-style ids: level 1 numbers 1.., then level 2 numbers reusing 1.. (as KernelBench does)."""
+    half = (count + 1) // 2
+    return ([f"{n}_{PROBLEM_NAMES[n % len(PROBLEM_NAMES)]}" for n in range(1, half + 1)]
+            + [f"{n}_{PROBLEM_NAMES[(n + 5) % len(PROBLEM_NAMES)]}_L2" for n in range(1, count - half + 1)])
+
+
+def timing(rng: random.Random, median: float, n: int = 40) -> TimingStats:
+    samples = sorted(median * rng.uniform(0.97, 1.08) for _ in range(n))
+    return TimingStats(median_ms=median, iqr_ms=median * 0.03, mean_ms=median * 1.01, min_ms=samples[0],
+                       max_ms=samples[-1], n=n, samples_ms=samples, clock="cuda_event",
+                       ci_low_ms=median * 0.99, ci_high_ms=median * 1.01, stopped="converged")
+
+
+def synthetic_results(count: int, problems: int = 21, seed: int = 0) -> list[Result]:
+    rng = random.Random(seed)
+    ids = problem_ids(problems)
+    results = []
+    for i in range(count):
+        problem = ids[i % problems]
+        generator = GENERATORS[(i // problems) % len(GENERATORS)]
+        status = VERDICTS[(i * 7 + i // problems) % len(VERDICTS)]
+        reference_ms = rng.uniform(0.05, 40.0)
+        speedup = rng.choice([0.03, 0.4, 0.9, 1.05, 1.6, 3.2, 26.75]) if status is Status.ok else None
+        near = status is Status.mismatch and i % 2 == 0
+        result = Result(
+            run_id="synthetic", problem=problem, status=status, candidate_hash=f"{i:064x}",
+            candidate=f"{problem}/runs/2026-11-20/{generator}/sample_{i // problems}.py",
+            speedup=speedup, flags=[Flag.near_miss] if near else [],
+            error=None if status is Status.ok else (LONG_REASON if status is Status.compile_error else
+                                                    f"wrong output on trial 1/5: max abs error {0.011 if near else 1.1e3}"),
+            max_abs_err=(0.011 if near else 1.1e3) if status is Status.mismatch else (1e-6 if speedup else None),
+            timing=timing(rng, reference_ms / speedup) if speedup else None,
+            reference_timing=timing(rng, reference_ms) if status is not Status.skipped else None,
+        )
+        result.diagnosis = diagnose(result, None)
+        results.append(result)
+    return results
