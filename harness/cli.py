@@ -148,6 +148,8 @@ def cmd_eval(args: argparse.Namespace, host: HostEnv) -> int:
     from .run import EvalOptions, Interrupted, eval_run
 
     config = options.eval_config(args)
+    if args.feedback and not args.feedback.parent.is_dir():  # written at the end: found out now, not then
+        raise UsageError(f"--feedback {args.feedback}: there is no directory {args.feedback.parent}")
     eval_options = EvalOptions(candidates_dir=args.candidates, problems_dir=args.problems, db=args.db, out=args.out,
                                problem_ids=args.problem, resume=args.resume, feedback=args.feedback)
     try:

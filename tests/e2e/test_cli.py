@@ -284,6 +284,11 @@ def test_an_output_dir_that_cannot_be_written_is_one_line_and_records_no_run(tmp
         assert db.execute("SELECT count(*) FROM runs").fetchone() == (0,)
 
 
+def test_a_feedback_file_in_no_directory_is_refused_before_the_run(tmp_path, capsys):
+    assert main(eval_args(tmp_path, DATA / "candidates", "--feedback", str(tmp_path / "nowhere" / "f.jsonl"))) == 2
+    assert "--feedback" in one_line_error(capsys) and not (tmp_path / "h.db").exists()
+
+
 def test_report_into_a_dir_that_cannot_be_written_is_one_line(tmp_path, capsys):
     db = stored_run(tmp_path)
     (tmp_path / "a_file").write_text("")
