@@ -386,3 +386,27 @@ def test_a_rerendered_report_says_when_the_run_finished(tmp_path, capsys):
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "site")]) == 0
     header = (tmp_path / "site" / "index.html").read_text()
     assert "finished 2026-01-01T00:05:00" in header and "(unfinished)" not in header
+
+
+def test_export_reads_each_problems_level_from_where_it_was_found(tmp_path, capsys):
+    from harness.records import Candidate, EvalConfig, MachineInfo, Problem, Result, RunInfo, Status
+    from harness.store import Database
+
+    machine = MachineInfo(hostname="h", device="cuda", device_name="H200", driver=None, cuda=None, torch="2",
+                          python="3", harness="0")
+    run = RunInfo(run_id="r1", started_at="t0", finished_at="t1", machine=machine, config=EvalConfig(device="cuda"),
+                  problems_dir="KernelBench", candidates_dir="c")
+    with Database(tmp_path / "h.db") as db:
+        db.save_run(run, tmp_path / "out")
+        for level, problem_id in ((1, "1_Square_matrix_multiplication_"), (2, "1_Conv2D_ReLU_BiasAdd")):
+            problem = Problem(id=problem_id, path=f"/kb/level{level}/{problem_id}.py", source_hash=f"p{level}")
+            name = f"level_{level}_problem_1_sample_0_kernel.py"
+            candidate = Candidate(path=f"/c/{name}", rel_path=name, problem_id=problem_id, source_hash=f"c{level}",
+                                  code="x", code_hash="x")
+            db.record(Result(run_id="r1", problem=problem_id, candidate=name, status=Status.compile_error,
+                             candidate_hash=f"c{level}", problem_hash=f"p{level}"), problem, candidate)
+    assert main(["export", "--db", str(tmp_path / "h.db"), "--format", "kernelbench", "--out", str(tmp_path / "kb")]) == 0
+    for level, problem_id in ((1, "1_Square_matrix_multiplication_"), (2, "1_Conv2D_ReLU_BiasAdd")):
+        (sample,) = json.loads((tmp_path / "kb" / f"level_{level}" / "eval_results.json").read_text())["1"]
+        assert sample["metadata"]["problem"] == problem_id and sample["sample_id"] == 0
+    assert "level_2/eval_results.json" in capsys.readouterr().out
