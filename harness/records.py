@@ -130,6 +130,7 @@ class Candidate(BaseModel):
     code_hash: str | None
     extraction_error: str | None = None
     kind: CandidateKind = CandidateKind.python
+    problem_unusable: str | None = None  # why its problem file cannot be loaded: not run, not its fault
 
 
 class Tolerance(BaseModel):

@@ -109,10 +109,10 @@ def discover_problem_files(root: Path) -> tuple[list[Problem], dict[str, str]]:
 
 
 def without_problem(candidates: list[Candidate], unusable: dict[str, str]) -> list[Candidate]:
-    """Candidates filed under an unusable problem get no code to run and say why: a load_error
-    whose reason names the problem file, instead of a run stopped by one broken file."""
+    """Candidates filed under an unusable problem are not run and say why (skipped, with a reason
+    naming the problem file), instead of a run stopped by one broken file."""
     return [c.model_copy(update={"problem_id": folder, "code": None, "code_hash": None,
-                                 "extraction_error": f"not run: its problem is unusable: {unusable[folder]}"})
+                                 "problem_unusable": unusable[folder]})
             if c.problem_id is None and (folder := c.rel_path.split("/")[0]) in unusable else c
             for c in candidates]
 

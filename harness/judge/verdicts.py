@@ -54,6 +54,9 @@ def speedup(reference_ms: float, candidate_ms: float) -> float:
 
 def before_running(candidate: Candidate, device: str) -> Verdict | None:
     """Verdicts that need no worker: nothing to run, no problem to run against, no GPU."""
+    if candidate.problem_unusable is not None:
+        return Verdict(status=Status.skipped, phase=Phase.extract,
+                       error=f"not run: its problem is unusable: {candidate.problem_unusable}")
     if candidate.problem_id is None:
         return Verdict(status=Status.skipped, phase=Phase.extract,
                        error="matches no problem: put it under candidates/<problem_id>/ or use KernelBench naming")

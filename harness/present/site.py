@@ -237,6 +237,16 @@ def render_site(run: RunInfo | None, results: list[Result], code_for: Callable[[
     return index
 
 
+def degenerate_problems(results: list[Result]) -> dict[str, str]:
+    """Problems whose results carry degenerate_problem, with what makes them so."""
+    found = {}
+    for result in results:
+        if Flag.degenerate_problem in result.flags and result.problem not in found:
+            found[result.problem] = next((e for e in result.evidence if e.startswith("the problem is degenerate")),
+                                         "a trivial output passes it")
+    return found
+
+
 def render_index(run: RunInfo | None, results: list[Result], group_by: re.Pattern | None = None,
                  env: Environment | None = None) -> str:
     """The index: run header, problem overview, per-generator table, charts, one ranked table per problem."""
@@ -245,5 +255,5 @@ def render_index(run: RunInfo | None, results: list[Result], group_by: re.Patter
         run=run, summary=summarize_run(results), problems=problems, overview=overview(problems),
         generators=generator_table(results, group_by), statuses=list(Status), chart=speedup_histogram_svg(results),
         page_name=page_name, shown_name=shown_name, causes=cause_counts(results), interval=speedup_interval,
-        group_by=group_by.pattern if group_by else None,
+        group_by=group_by.pattern if group_by else None, degenerate=degenerate_problems(results),
     )

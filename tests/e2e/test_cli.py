@@ -320,7 +320,7 @@ def test_a_problem_file_with_a_syntax_error_skips_its_candidates_and_the_run_goe
     results = read_results(tmp_path / "out")
     assert results["tiny_relu/skipped_cuda.py"]["status"] == "skipped"
     broken = results["broken/mismatch.py"]
-    assert broken["status"] == "load_error" and broken["problem"] == "broken"
+    assert broken["status"] == "skipped" and broken["problem"] == "broken"
     assert "its problem is unusable" in broken["error"] and "broken.py: not valid Python" in broken["error"]
 
 

@@ -247,3 +247,27 @@ def test_candidate_page_gives_the_speedup_interval_and_the_near_miss(tmp_path):
     assert low < ok.speedup < high
     assert page.find("svg", cls="timing").attrs["data-scale"] == "log"
     assert "near miss" in parse((tmp_path / "c" / page_name(near)).read_text()).find("span", id="near-miss").text
+
+
+def test_degenerate_problems_are_warned_about_at_the_top():
+    zero = make("zeros.py", Status.ok, 3.0, problem="gemm_max").model_copy(update={
+        "flags": [Flag.degenerate_problem], "evidence": ["the problem is degenerate: an all-zeros output is within tolerance"]})
+    page = index_of([zero, make("honest.py", Status.ok, 2.0, problem="relu")])
+    warning = page.find("div", id="degenerate")
+    assert "gemm_max" in warning.text and "all-zeros output" in warning.text and "relu" not in warning.text
+    assert index_of([make("honest.py", Status.ok, 2.0)]).find_all("div", id="degenerate") == []
+
+
+def test_candidate_page_shows_provenance_and_both_speedups(tmp_path):
+    from harness.records import KernelShare
+
+    result = make("own.py", Status.ok, 2.0).model_copy(update={
+        "speedup_default_math": 1.5, "custom_kernel_share": 0.75, "floor_fraction": 0.4,
+        "kernels": [KernelShare(name="relu_plain(float const*, float*, long)", origin="candidate", device_ms=0.3, share=0.75),
+                    KernelShare(name="at::native::fill_kernel", origin="pytorch", device_ms=0.1, share=0.25)]})
+    render_site(None, [result], lambda r: None, tmp_path)
+    page = parse((tmp_path / "c" / page_name(result)).read_text())
+    assert "75%" in page.find("dd", id="custom-kernel-share").text
+    assert "1.50" in page.find("dd", id="speedup-default-math").text
+    origins = [row.find_all("td")[1].text for row in page.find("table", id="kernels").find_all("tr")[1:]]
+    assert origins == ["candidate", "pytorch"]
