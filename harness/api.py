@@ -147,8 +147,10 @@ class Evaluator:
     def submit_candidate(self, candidate: Candidate) -> concurrent.futures.Future[Result]:
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
-            if self._closed or self._failure is not None:
-                raise UsageError(f"this Evaluator is closed{f' ({self._failure})' if self._failure else ''}")
+            if self._closed:
+                raise UsageError("this Evaluator is closed")
+            if self._failure is not None:
+                raise UsageError(f"this Evaluator stopped: {self._failure}")
             waiting = self._pending.get(candidate.rel_path)
             if waiting is not None and waiting[0].source_hash != candidate.source_hash:
                 raise UsageError(f"two different candidates named {candidate.rel_path} at once")

@@ -101,7 +101,7 @@ class HarnessState:
             if self.candidates_dir is None:
                 problems, unusable = discover_problem_files(self.problems_dir)
                 found = [(Path(p.path), p, None) for p in problems]
-                found += [(self.problems_dir / f"{stem}.py", None, why) for stem, why in unusable.items()]
+                found += [(self._problem_file(stem), None, why) for stem, why in unusable.items()]
                 return [ProblemItem.from_parent(HarnessFile.from_parent(session, path=path), name="check",
                                                 problem=problem, unusable=why) for path, problem, why in sorted(found)]
             candidates = discover(self.problems_dir, self.candidates_dir)[1]
@@ -109,6 +109,11 @@ class HarnessState:
             raise pytest.UsageError(f"harness: {exc}") from None
         return [CandidateItem.from_parent(HarnessFile.from_parent(session, path=Path(c.path)), name="verdict",
                                           candidate=c) for c in candidates]
+
+    def _problem_file(self, stem: str) -> Path:
+        """Where an unusable problem file is: in the problems dir or one of its levelN folders."""
+        return next(iter([*self.problems_dir.glob(f"{stem}.py"), *self.problems_dir.glob(f"level*/{stem}.py")]),
+                    self.problems_dir / f"{stem}.py")
 
     def check(self, problem):
         from .problem_check import check_problem, check_setup
