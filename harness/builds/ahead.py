@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import ContextManager
 
 from ..records import Candidate, EvalConfig, Problem
-from ..worker.parent import Placement, StopReason, Worker, WorkerStopped
+from ..worker.parent import REAL_TIME, Pace, Placement, StopReason, Worker, WorkerStopped
 from ..worker.protocol import WorkerJob
 from .cache import BuildCache, BuildOutcome, BuildStatus, key_lock
 from .compiler_log import is_build_failure
@@ -19,7 +19,7 @@ from .compiler_log import is_build_failure
 
 def build_ahead(candidate: Candidate, problem: Problem, config: EvalConfig, cache: BuildCache, placement: Placement,
                 running: Callable[[], ContextManager] = contextlib.nullcontext,
-                clock: Callable[[], float] = time.monotonic) -> BuildOutcome:
+                pace: Pace = REAL_TIME) -> BuildOutcome:
     """Build one candidate in a build worker that sees no GPU, or answer from the cache. The
     worker, and so the candidate's code, runs inside `running()`; a cached answer runs nothing."""
     key_dir = cache.key_dir(candidate.code_hash)
@@ -28,21 +28,21 @@ def build_ahead(candidate: Candidate, problem: Problem, config: EvalConfig, cach
         if cached is not None:
             return cached.model_copy(update={"cached": True, "seconds": 0.0})
         with running():
-            outcome = _run_build_worker(candidate, problem, config, cache, placement, clock)
+            outcome = _run_build_worker(candidate, problem, config, cache, placement, pace)
         if outcome.decided:
             cache.write_outcome(key_dir, outcome)
         return outcome
 
 
 def _run_build_worker(candidate: Candidate, problem: Problem, config: EvalConfig, cache: BuildCache,
-                      placement: Placement, clock: Callable[[], float]) -> BuildOutcome:
+                      placement: Placement, pace: Pace) -> BuildOutcome:
     key_dir = cache.key_dir(candidate.code_hash)
     job = WorkerJob(role="build", problem_path="", device=config.device, precision=config.precision,
                     init_seed=config.seed)
     hidden = placement.model_copy(update={"env": placement.env | {"CUDA_VISIBLE_DEVICES": ""}})
     began = time.monotonic()
     with Worker(hidden, role="build", device=config.device, timeout_s=config.build_timeout_s, key_dir=key_dir,
-                clock=clock) as worker:
+                pace=pace) as worker:
         worker.start(job, candidate.code, problem.source, key_dir)  # what an earlier build kept: ninja's to reuse
         try:
             reply = worker.reply("build", config.build_timeout_s)

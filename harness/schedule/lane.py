@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import time
 from collections.abc import Callable
 from typing import ContextManager
 
@@ -15,7 +14,7 @@ from ..judge import verdicts
 from ..judge.candidate import CandidateRun
 from ..judge.reference import Quiet, ReferenceFailed, ReferenceRunner, no_quiet
 from ..records import Candidate, EvalConfig, Observations, Problem, Result, Subject
-from ..worker.parent import Placement, Worker
+from ..worker.parent import REAL_TIME, Pace, Placement, Worker
 from ..worker.protocol import Peaks
 
 
@@ -24,12 +23,12 @@ class Lane:
 
     def __init__(self, config: EvalConfig, run_id: str, placement: Placement, cache: BuildCache,
                  reference_failures: dict[str, str], quiet: Quiet = no_quiet, boot_cpus: list[int] | None = None,
-                 clock: Callable[[], float] = time.monotonic, spares: int = 1):
+                 pace: Pace = REAL_TIME, spares: int = 1):
         """`quiet` is held around timing windows; `spares` workers boot ahead, keeping to
-        `boot_cpus` until they get a job; `clock` runs the workers' deadlines."""
+        `boot_cpus` until they get a job, paced by `pace`."""
         self.config, self.run_id, self.placement, self.cache = config, run_id, placement, cache
         self.reference_failures = reference_failures  # problem id -> reason, shared by a run's lanes
-        self.quiet, self.boot_cpus, self.clock = quiet, boot_cpus, clock
+        self.quiet, self.boot_cpus, self.pace = quiet, boot_cpus, pace
         self.reference: ReferenceRunner | None = None
         self.peaks: Peaks | None = None  # this GPU's peak rates, measured by the lane's first reference
         # Booting ahead needs namespaces: without them a worker must know its key dir when it boots.
@@ -46,7 +45,7 @@ class Lane:
 
     def _boot(self) -> Worker:
         return Worker(self.placement, role="worker", device=self.config.device, timeout_s=self.config.timeout_s,
-                      boot_cpus=self.boot_cpus, clock=self.clock)
+                      boot_cpus=self.boot_cpus, pace=self.pace)
 
     def _worker(self) -> Worker | None:
         """The longest-booting spare worker (or one booted now), the pool topped up behind it;

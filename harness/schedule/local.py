@@ -210,7 +210,7 @@ class Pipeline:
     def _build_one(self, candidate: Candidate, placement: Placement) -> None:
         problem = self.plan.problems[candidate.problem_id]
         outcome = build_ahead(candidate, problem, self.plan.config, self.plan.cache, placement,
-                              lambda: self.active.running(candidate.rel_path), self.gate.clock)
+                              lambda: self.active.running(candidate.rel_path), self.gate)
         decided = judged_by_build(Subject.of(self.plan.run_id, candidate, problem), candidate, self.plan.config, outcome)
         if decided is not None:
             self._ready.expect_fewer()
@@ -224,7 +224,7 @@ class Pipeline:
         if placement.cpus:  # this thread's clock bounds the timings: keep it off the busy build cores
             os.sched_setaffinity(0, placement.cpus)
         with Lane(plan.config, plan.run_id, placement, plan.cache, self._reference_failures,
-                  self.gate.quiet, plan.resources.build_cpus, self.gate.clock, plan.resources.spares) as judge:
+                  self.gate.quiet, plan.resources.build_cpus, self.gate, plan.resources.spares) as judge:
             while (item := self._ready.take(lane)) is not None:
                 candidate, outcome = item
                 result = judge.judge(plan.problems[candidate.problem_id], candidate, outcome,

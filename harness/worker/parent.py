@@ -21,9 +21,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import ContextManager
 
 import torch
 from pydantic import BaseModel, Field
@@ -138,6 +139,20 @@ class Watchdog:
         return None
 
 
+class Pace:
+    """How a run paces its workers: the clock their deadlines run on, and a guard held while one
+    is started. This one: real time, no guard (a CPU run's is schedule/quiet.py's QuietGate)."""
+
+    def clock(self) -> float:
+        return time.monotonic()
+
+    def launching(self) -> ContextManager:
+        return contextlib.nullcontext()
+
+
+REAL_TIME = Pace()
+
+
 class Worker:
     """A running worker process. Use as a context manager so it is always killed.
 
@@ -147,9 +162,10 @@ class Worker:
     them it needs its key dir of the build cache when it boots (`key_dir`)."""
 
     def __init__(self, placement: Placement, *, role: str, device: str, timeout_s: float, key_dir: Path | None = None,
-                 boot_cpus: list[int] | None = None, clock: Callable[[], float] = time.monotonic):
-        """`clock` runs the deadlines (a run that freezes its workers while it times stops it meanwhile)."""
-        self.timeout_s, self.gpu, self.placement, self.clock = timeout_s, placement.gpu, placement, clock
+                 boot_cpus: list[int] | None = None, pace: Pace = REAL_TIME):
+        """`pace` runs the deadlines (a run that freezes its workers while it times stops their
+        clock meanwhile) and guards the start."""
+        self.timeout_s, self.gpu, self.placement, self.clock = timeout_s, placement.gpu, placement, pace.clock
         self.scratch = Path(tempfile.mkdtemp(prefix=f"harness-{role}-"))
         self.sees_gpu = device == "cuda" and role != "build"
         self.confinement = confinement(placement.sandbox, self.scratch, sees_gpu=self.sees_gpu, env=placement.env,
@@ -160,11 +176,12 @@ class Worker:
         self.log = tempfile.TemporaryFile()  # unlinked: the worker cannot swap it for a FIFO or a link
         self.buffer = os.memfd_create("harness-commit")  # the worker writes its CPU tensors here
         parent_sock, child_sock = socket.socketpair()
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec_path), str(child_sock.fileno()),
-             str(self.buffer)], pass_fds=[child_sock.fileno(), self.buffer], stdin=subprocess.DEVNULL,
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.scratch, env=self._env(), start_new_session=True,
-        )
+        with pace.launching():
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec_path), str(child_sock.fileno()),
+                 str(self.buffer)], pass_fds=[child_sock.fileno(), self.buffer], stdin=subprocess.DEVNULL,
+                stdout=self.log, stderr=subprocess.STDOUT, cwd=self.scratch, env=self._env(), start_new_session=True,
+            )
         child_sock.close()
         self.conn = Connection(parent_sock.detach())
         self._reaping = threading.Lock()  # the launcher's pid stays ours until kill() reaps it

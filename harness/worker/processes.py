@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
-KILL_ROUNDS = 20  # freeze passes: a process that forks while being frozen is caught by the next one
+FREEZE_ROUNDS = 20  # freeze passes: a process that forks while being frozen is caught by the next one
+STOP_WAIT_S = 0.1  # SIGSTOP lands asynchronously: how long a pass waits for it before looking again
 
 
 def children(pid: int) -> list[int]:
@@ -32,7 +35,7 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def _signal(pids: list[int], sig: signal.Signals) -> None:
+def signal_all(pids: Iterable[int], sig: signal.Signals) -> None:
     for pid in pids:
         try:
             os.kill(pid, sig)
@@ -40,24 +43,40 @@ def _signal(pids: list[int], sig: signal.Signals) -> None:
             pass
 
 
-def kill_descendants(root: int) -> None:
-    """Kill everything below `root`: freeze the tree (a stopped process cannot fork) until no new
-    process appears, then kill it all."""
-    frozen: set[int] = set()
-    for _ in range(KILL_ROUNDS):
-        found = [pid for pid in descendants(root) if pid not in frozen]
+def state(pid: int) -> str | None:
+    """The process's state letter from /proc (R, S, T...), None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def freeze(find: Callable[[], Iterable[int]], frozen: set[int]) -> None:
+    """SIGSTOP what `find()` lists, adding it to `frozen`, until it lists nothing new: a stopped
+    process cannot fork, and one stopped mid-fork shows its child on the next look."""
+    for _ in range(FREEZE_ROUNDS):
+        found = [pid for pid in find() if pid not in frozen]
         if not found:
-            break
-        _signal(found, signal.SIGSTOP)
+            return
+        signal_all(found, signal.SIGSTOP)
         frozen.update(found)
-    _signal(sorted(frozen), signal.SIGKILL)
+        deadline = time.monotonic() + STOP_WAIT_S
+        while any(state(pid) not in ("T", "t", "Z", None) for pid in found) and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+
+def kill_descendants(root: int) -> None:
+    """Kill everything below `root`: freeze the tree until no new process appears, then kill it all."""
+    frozen: set[int] = set()
+    freeze(lambda: descendants(root), frozen)
+    signal_all(sorted(frozen), signal.SIGKILL)
 
 
 def kill_tree(root: int) -> None:
     """Kill `root` and everything below it; `root` (a launcher, the subreaper of its tree) goes
     last, so no orphan leaves the tree before it is killed."""
     kill_descendants(root)
-    _signal([root], signal.SIGKILL)
+    signal_all([root], signal.SIGKILL)
 
 
 def resident_bytes(pids: list[int]) -> int:

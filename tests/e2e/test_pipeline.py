@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 
@@ -24,19 +23,12 @@ from harness.worker.sandbox import decide_policy, default_limits
 from tests.support import DATA, EXPECTED, eval_args
 
 
-def process_state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None  # gone
-
-
 def stopped_soon(pid: int) -> bool:
     """SIGSTOP lands asynchronously: give it a moment."""
     deadline = time.monotonic() + 1.0
-    while process_state(pid) not in ("T", "t", None) and time.monotonic() < deadline:
+    while processes.state(pid) not in ("T", "t", None) and time.monotonic() < deadline:
         time.sleep(0.01)
-    return process_state(pid) in ("T", "t", None)
+    return processes.state(pid) in ("T", "t", None)
 
 
 def test_cpu_run_freezes_every_other_worker_while_it_times(tmp_path, monkeypatch):

@@ -1,0 +1,98 @@
+"""The quiet gate of a CPU run: while one thread times, every other process of the run is stopped,
+including one forked while the freeze was under way, and no worker starts until the window closes."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from harness.schedule.quiet import QuietGate
+from harness.worker import processes
+from harness.worker.parent import RUN_TOKEN_VAR
+
+# Forks a sleeping child every few milliseconds (at most 300): a tree that grows while it is frozen.
+FORKER = """
+import os, time
+for _ in range(300):
+    if os.fork() == 0:
+        time.sleep(60)
+        os._exit(0)
+    time.sleep(0.002)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def gate():
+    return QuietGate(f"test-{os.getpid()}-{time.monotonic_ns()}", active=True)
+
+
+@pytest.fixture
+def forker(gate):
+    token = gate.marker.decode().split("=", 1)[1]
+    process = subprocess.Popen([sys.executable, "-c", FORKER], env=os.environ | {RUN_TOKEN_VAR: token})
+    time.sleep(0.3)  # forking by now
+    yield process.pid
+    processes.kill_tree(process.pid)
+    process.wait()
+
+
+def tree(pid: int) -> list[int]:
+    return [pid, *processes.descendants(pid)]
+
+
+def test_a_window_stops_a_growing_tree_whole_and_resumes_it(gate, forker):
+    with gate.quiet([]):
+        frozen = tree(forker)
+        assert all(processes.state(pid) in ("T", "t") for pid in frozen)
+        time.sleep(0.2)
+        assert tree(forker) == frozen  # nothing forked after the freeze
+    time.sleep(0.2)
+    assert processes.state(forker) not in ("T", "t") and len(tree(forker)) > len(frozen)
+
+
+def test_the_timed_tree_is_spared(gate, forker):
+    with gate.quiet([forker]):
+        assert all(processes.state(pid) not in ("T", "t") for pid in tree(forker)[:1])
+
+
+def test_no_worker_starts_while_another_thread_times(gate):
+    started = threading.Event()
+
+    def start():
+        with gate.launching():
+            started.set()
+
+    with gate.quiet([]):
+        starter = threading.Thread(target=start)
+        starter.start()
+        assert not started.wait(0.3)
+        with gate.launching():  # the timing thread itself is never kept waiting
+            pass
+    assert started.wait(5)
+    starter.join()
+
+
+def test_a_window_waits_for_a_start_under_way(gate):
+    opened = threading.Event()
+
+    def time_it():
+        with gate.quiet([]):
+            opened.set()
+
+    with gate.launching():
+        timer = threading.Thread(target=time_it)
+        timer.start()
+        assert not opened.wait(0.3)
+    assert opened.wait(5)
+    timer.join()
+
+
+def test_the_quiet_time_does_not_count_on_the_workers_clock(gate):
+    before = gate.clock()
+    with gate.quiet([]):
+        time.sleep(0.3)
+    assert gate.clock() - before < 0.1
