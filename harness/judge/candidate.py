@@ -30,6 +30,7 @@ from .timer import Timed, Timer, TimingPlan, timing_stats, vouched_median
 
 LOG_TAIL_CHARS = 4000
 TRIAL_SEED_OFFSET = 1000  # trial inputs use seeds apart from the init seed
+SECOND_LOOK_CALLS = 6  # profiled calls more, when the first ones were slower than the profiler explains
 
 
 def init_differs(reference: list[ParamDigest], candidate: list[ParamDigest]) -> bool:
@@ -122,7 +123,7 @@ class CandidateRun:
         timed = Timed()
         steps = ((Phase.correctness, lambda: self._check_trials(worker)),
                  (Phase.timing, lambda: self._time(worker, timed)),
-                 (Phase.profile, lambda: self._check_profiles(timed)),
+                 (Phase.profile, lambda: self._check_profiles(worker, timed)),
                  (Phase.shapes, lambda: self._check_other_shapes(worker)))
         for phase, step in steps:
             self.observed.phase = phase
@@ -198,8 +199,11 @@ class CandidateRun:
             found = compare_outputs(expected, actual, self.config.tolerance_for(self.problem))
         return verdicts.of_timed_sample(found, index)
 
+    def _timer(self, worker: Worker) -> Timer:
+        return Timer(worker, TimingPlan.of(self.config), self.rng, quiet=lambda: self.quiet([worker.pid, self.reference.worker.pid]))
+
     def _time(self, worker: Worker, timed: Timed) -> Verdict | None:
-        timer = Timer(worker, TimingPlan.of(self.config), self.rng, quiet=lambda: self.quiet([worker.pid, self.reference.worker.pid]))
+        timer = self._timer(worker)
         verdict = self._verdict_of(timer.warm_up(), worker)
         if verdict:
             return verdict
@@ -225,10 +229,16 @@ class CandidateRun:
             self.observed.floor_fraction = round(self.reference.floor.floor_ms / vouched, 4) if vouched > 0 else None
         return verdicts.of_speed(vouched, self.reference.floor)
 
-    def _check_profiles(self, timed: Timed) -> Verdict | None:
+    def _check_profiles(self, worker: Worker, timed: Timed) -> Verdict | None:
         """The profiled calls (chosen at random among the timed ones): no fallback to PyTorch's
-        own kernels, and no slower than the others (a candidate that tells the profiler apart)."""
+        own kernels, and no slower than the others (a candidate that tells the profiler apart).
+        Slow ones get a second look first: a busy moment slows a call or two, a candidate that
+        runs other code when watched is slow on every one."""
         reference_ops = len(self.reference.profile.ops) if self.reference.profile else 0
+        if profiled_too_slow(timed, self.reference.timed, reference_ops, self.config.device):
+            failed = self._timer(worker).profile_more(timed, SECOND_LOOK_CALLS)
+            if failed is not None:
+                return self._verdict_of(failed, worker)
         slow = profiled_too_slow(timed, self.reference.timed, reference_ops, self.config.device)
         if slow:
             return verdicts.of_profiled_slowdown(slow)

@@ -127,25 +127,42 @@ class Timer:
         timed, began, calls = Timed(), time.monotonic(), 0
         profile_at = self._profile_calls(profiled)
         while not self._done(timed, began, len(profile_at)):
-            seed, profile = self.seed(), calls in profile_at
+            seed = self.seed()
             verify = check is not None and self.rng.random() < (VERIFY_EARLY if calls < EARLY_CALLS else VERIFY_LATE)
-            sent = time.perf_counter()
-            reply = self.worker.request(Command(op="timed", seed=seed, profile=profile), self.phase)
-            wall_ms = (time.perf_counter() - sent) * 1000
+            reply = self._call(timed, seed, profile=calls in profile_at)
             calls += 1
             if not reply.ok:
                 return timed, reply
-            timed.threads_alive = max(timed.threads_alive, reply.threads_alive)
-            if profile:
-                timed.profiles.append(reply.profile or Profile(ops=[]))
-                timed.profiled_wall_ms.append(wall_ms)
-            else:
-                timed.reported_ms.append(reply.elapsed_ms)
-                timed.wall_ms.append(wall_ms)
             objection = check(seed, reply) if verify else None
             if objection is not None:
                 return timed, objection
         return timed, None
+
+    def profile_more(self, timed: Timed, count: int) -> Reply | None:
+        """`count` more profiled calls into `timed` (a second look, when the first ones were slow);
+        the failed reply, if one fails."""
+        with self.quiet():
+            for _ in range(count):
+                reply = self._call(timed, self.seed(), profile=True)
+                if not reply.ok:
+                    return reply
+        return None
+
+    def _call(self, timed: Timed, seed: int, profile: bool) -> Reply:
+        """One timed call, recorded in `timed` if it succeeded."""
+        sent = time.perf_counter()
+        reply = self.worker.request(Command(op="timed", seed=seed, profile=profile), self.phase)
+        wall_ms = (time.perf_counter() - sent) * 1000
+        if not reply.ok:
+            return reply
+        timed.threads_alive = max(timed.threads_alive, reply.threads_alive)
+        if profile:
+            timed.profiles.append(reply.profile or Profile(ops=[]))
+            timed.profiled_wall_ms.append(wall_ms)
+        else:
+            timed.reported_ms.append(reply.elapsed_ms)
+            timed.wall_ms.append(wall_ms)
+        return reply
 
     def _profile_calls(self, count: int) -> set[int]:
         """Which calls are profiled: `count` at random among the first calls every timing makes."""

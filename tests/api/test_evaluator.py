@@ -108,7 +108,7 @@ def test_submissions_from_several_threads_each_get_their_own_result(options):
 def test_map_yields_each_result_as_it_is_decided(options):
     with harness.Evaluator(PROBLEMS, **options) as ev:
         results = list(ev.map([(RELU.format("map"), "tiny_relu"), (NO_PYTHON, "tiny_relu"), (ABS, "tiny_relu")]))
-    assert sorted(r.status.value for r in results) == ["load_error", "mismatch", "ok"]
+    assert sorted(r.status.value for r in results) == ["load_error", "mismatch", "ok"], [(r.status, r.error) for r in results]
     assert results[0].status is harness.Status.load_error  # decided without a worker: first out
 
 

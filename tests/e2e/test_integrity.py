@@ -32,6 +32,8 @@ EXPECTED = {
     "tiny_mse/cached_scalar.py": ("ok", None),
     "tiny_mse/honest_mse.py": ("ok", None),
     "tiny_relu/profiler_aware.py": (None, None),  # rejected, or at the reference's own speed: see below
+    "tiny_relu/watched_slow.py": ("rejected", "inconsistent_when_profiled"),
+    "tiny_relu/busy_once.py": ("ok", None),  # slow profiled calls get a second look
     "tiny_linear/matmul_as_conv.py": ("rejected", "reference_fallback"),
     "tiny_relu/glue_ops.py": ("ok", None),
 }
@@ -84,7 +86,8 @@ def test_forged_timings_gain_nothing(judged):
 
 def test_honest_candidates_carry_no_flags(judged):
     """No flag but the one that says what they are: Python composing PyTorch operators."""
-    for name in ("tiny_relu/honest_twin.py", "tiny_relu/glue_ops.py", "tiny_mse/honest_mse.py", "tiny_relu/roll_cache.py"):
+    for name in ("tiny_relu/honest_twin.py", "tiny_relu/glue_ops.py", "tiny_mse/honest_mse.py", "tiny_relu/roll_cache.py",
+                 "tiny_relu/busy_once.py"):
         assert judged[name]["flags"] == ["no_custom_kernel"], (name, judged[name]["flags"], judged[name]["evidence"])
 
 
@@ -100,9 +103,12 @@ def test_caches_of_predictable_inputs_gain_nothing(judged):
 def test_a_candidate_that_tells_the_profiler_apart_gains_nothing(judged):
     """Watched, it runs its own arithmetic; unwatched, the reference's operator. Caught when its
     watched path is slower than the profiler explains; otherwise it runs at the reference's own
-    speed: calling the reference cannot beat it (docs/threat-model.md)."""
+    speed: calling the reference cannot beat it (docs/threat-model.md). The bound allows for the
+    noise of a 25 µs operator timed minutes apart on a shared 2-core machine: 0.68x to 1.35x
+    measured for this very candidate."""
     aware = judged["tiny_relu/profiler_aware.py"]
-    assert aware["status"] == "rejected" or aware["speedup"] < 1.3, (aware["status"], aware["speedup"])
+    assert aware["status"] == "rejected" or aware["speedup"] < 1.6, (aware["status"], aware["speedup"])
+    assert judged["tiny_relu/watched_slow.py"]["status"] == "rejected"
     assert "reference_fallback" in judged["tiny_linear/matmul_as_conv.py"]["flags"]
     assert "library convolution" in " ".join(judged["tiny_linear/matmul_as_conv.py"]["evidence"])
 

@@ -64,6 +64,16 @@ def test_the_profiled_calls_are_made_even_when_timing_could_stop_before_them():
         assert len(timed.profiles) == 2 and len(timed.reported_ms) == 3 and len(worker.commands) == 5
 
 
+def test_a_second_look_adds_profiled_calls_only():
+    worker = FakeWorker()
+    timer = Timer(worker, plan(fixed=5), random.Random(5))
+    timed, _ = timer.run(profiled=2)
+    assert timer.profile_more(timed, 6) is None
+    assert len(timed.profiles) == len(timed.profiled_wall_ms) == 8 and len(timed.reported_ms) == 5
+    assert all(command.profile for command in worker.commands[-6:])
+    assert len({command.seed for command in worker.commands}) == 13  # fresh inputs for each
+
+
 def test_the_checked_calls_are_chosen_by_the_parent_after_each_reply():
     checked = []
     Timer(FakeWorker(), plan(fixed=40), random.Random(3)).run(check=lambda seed, reply: checked.append(seed))
