@@ -202,7 +202,8 @@ class Evaluator:
                 for result in stream.stream():
                     self._resolve(keeper.keep(result, stream.active.drain()))
             except BaseException as exc:  # a store that failed, a harness bug: every waiter hears it
-                self._fail(exc)
+                if not self._closed:  # once closing, a stream cut short by the stop: close cancels the waiters
+                    self._fail(exc)
                 stream.stop()
             if db is not None:
                 run.finished_at = now()

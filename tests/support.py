@@ -1,8 +1,12 @@
 """What several test modules share: where the repository and the test data are, and how an
 end-to-end CPU run is started and read back."""
 
+import importlib.util
 import json
+import os
 from pathlib import Path
+
+import pytest
 
 from harness.cli import main
 
@@ -42,3 +46,10 @@ def run_eval(tmp_path, candidates, *extra):
     out = tmp_path / "out"
     code = main(eval_args(tmp_path, candidates, *extra))
     return code, out, read_results(out)
+
+
+def require_ray():
+    if importlib.util.find_spec("ray") is None:
+        if os.environ.get("CI"):
+            pytest.fail("Ray tests need Ray (pip install -e '.[ray]'); CI installs it")
+        pytest.skip("Ray is not installed (pip install -e '.[ray]')")

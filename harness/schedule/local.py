@@ -83,6 +83,46 @@ class ReadyQueue:
         return next((pid for pid in waiting if pid not in held_elsewhere), waiting[0])
 
 
+class Outbox:
+    """Results on their way from the pipeline's threads to the caller's, in order of completion.
+    Once closed nothing more goes out: closing comes before the stop kills the workers, so a
+    verdict decided after it (a crash, a reference gone) is the stop's doing, not the candidate's."""
+
+    def __init__(self):
+        self._queue: queue.Queue = queue.Queue()
+        self._closed = threading.Event()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._queue.put(("closed", None, None))  # ends a caller waiting for its next result
+
+    def put(self, result: Result) -> None:
+        """A result nobody waits on (decided before any worker ran)."""
+        self._queue.put(("result", result, threading.Event()))
+
+    def emit(self, result: Result) -> None:
+        """Hand a result to the caller and wait until it is stored (or the outbox closes)."""
+        if self._closed.is_set():
+            return
+        stored = threading.Event()
+        self._queue.put(("result", result, stored))
+        while not stored.wait(0.1) and not self._closed.is_set():
+            pass
+
+    def bug(self, trace: str) -> None:
+        self._queue.put(("bug", trace, None))
+
+    def collect(self, count: Iterable[int]) -> Iterator[Result]:
+        for _ in count:
+            kind, payload, stored = self._queue.get()
+            if kind == "closed":
+                return
+            if kind == "bug":
+                raise RuntimeError(f"harness error in a pipeline thread:\n{payload}")
+            yield payload
+            stored.set()  # the caller has stored it and looked for tampering
+
+
 class Pipeline:
     """One run's builds and evaluations on this machine. Use as a context manager: leaving it (an
     interrupt too) kills every worker the run started."""
@@ -92,11 +132,10 @@ class Pipeline:
         self.active = ActiveSet()
         self.builds_total = 0
         self.builds_done = 0
-        self._results: queue.Queue = queue.Queue()
+        self._outbox = Outbox()
         self._reference_failures: dict[str, str] = {}
         self._threads: list[threading.Thread] = []
         self._ready: ReadyQueue | None = None
-        self._stopping = threading.Event()
         self.gate = QuietGate(plan.token, active=plan.config.device == "cpu")  # the CPU is what is timed
 
     def __enter__(self) -> Pipeline:
@@ -106,11 +145,10 @@ class Pipeline:
         self.stop()
 
     def stop(self) -> None:
-        self._stopping.set()
+        self._outbox.close()  # first: what the kill below decides is not a verdict
         if self._ready is not None:
             self._ready.stop()
         stop_run(self.plan.token)
-        self._results.put(("stopped", None, None))  # ends a stream waiting for its next result
 
     def results(self) -> Iterator[Result]:
         """Every candidate's Result, diagnosed, as each is decided."""
@@ -120,7 +158,7 @@ class Pipeline:
             return
         self._open(len(runnable))
         self._admit(runnable)
-        yield from self._collect(range(len(runnable)))
+        yield from self._outbox.collect(range(len(runnable)))
         self.join()
 
     def join(self, timeout_s: float = 5) -> None:
@@ -137,12 +175,12 @@ class Pipeline:
         """Queue more candidates on a stream; their results come out of `stream()`."""
         decided, runnable = self.plan.split(candidates)
         for result in decided:
-            self._results.put(("result", result, threading.Event()))  # nothing waits on these
+            self._outbox.put(result)
         self._admit(runnable)
 
     def stream(self) -> Iterator[Result]:
         """Results of everything fed, as each is decided, until `stop`."""
-        return self._collect(itertools.count())
+        return self._outbox.collect(itertools.count())
 
     def _open(self, expected: float) -> None:
         self._ready = ReadyQueue(self.plan.problem_order, expected)
@@ -157,35 +195,22 @@ class Pipeline:
                 self._ready.put(candidate.problem_id, (candidate, None))
         self._start_builds(to_build)
 
-    def _collect(self, count: Iterable[int]) -> Iterator[Result]:
-        for _ in count:
-            kind, payload, stored = self._results.get()
-            if kind == "stopped":
-                return
-            if kind == "bug":
-                raise RuntimeError(f"harness error in a pipeline thread:\n{payload}")
-            yield payload
-            stored.set()  # the caller has stored it and looked for tampering
-
     def _spawn(self, target: Callable, *args) -> None:
         def guarded() -> None:
             try:
                 target(*args)
             except BaseException:  # a harness bug: surface it in the caller's thread, never hang
-                self._results.put(("bug", traceback.format_exc(), None))
+                self._outbox.bug(traceback.format_exc())
 
         thread = threading.Thread(target=guarded, daemon=True)  # an interrupted run must not wait for them
         thread.start()
         self._threads.append(thread)
 
     def _emit(self, result: Result, candidate: Candidate) -> None:
-        """Hand a result to the caller and wait until it is stored: the lane starts its next
-        candidate only then, so a write to the results is seen before that candidate runs and
-        is blamed on the ones that ran (see run.py)."""
-        stored = threading.Event()
-        self._results.put(("result", diagnosed(result, candidate), stored))
-        while not stored.wait(0.1) and not self._stopping.is_set():
-            pass
+        """The lane starts its next candidate only once this one's result is stored, so a write
+        to the results is seen before that candidate runs and is blamed on the ones that ran
+        (see run.py)."""
+        self._outbox.emit(diagnosed(result, candidate))
 
     def _start_builds(self, to_build: list[Candidate]) -> None:
         work: queue.SimpleQueue = queue.SimpleQueue()

@@ -11,6 +11,7 @@ is timed. Build caches are per node (--build-dir on each); a shared filesystem s
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Iterator
 
@@ -26,6 +27,7 @@ from .lane import Lane
 from .plan import ActiveSet, RunPlan, diagnosed
 
 BATCH = 8  # candidates per evaluation task: fewer reference starts, yet several GPUs kept busy
+STOP_POLL_S = 0.5  # how soon a run stopped from another thread notices
 
 
 @ray.remote(num_cpus=1)
@@ -53,6 +55,7 @@ class RayPipeline:
         self.builds_total = 0
         self.builds_done = 0
         self._inflight: list[ray.ObjectRef] = []
+        self._stopped = threading.Event()
 
     def __enter__(self) -> RayPipeline:
         return self
@@ -61,8 +64,12 @@ class RayPipeline:
         self.stop()
 
     def stop(self) -> None:
-        for ref in self._inflight:
-            ray.cancel(ref, force=True)
+        """Idempotent: an Evaluator's close stops it, then the stream it cut short does again."""
+        self._stopped.set()
+        inflight, self._inflight = self._inflight, []
+        if ray.is_initialized():
+            for ref in inflight:
+                ray.cancel(ref, force=True)
         stop_run(self.plan.token)  # this node's workers; other nodes' die with their tasks
         if ray.is_initialized():
             ray.shutdown()
@@ -71,6 +78,8 @@ class RayPipeline:
         decided, runnable = self.plan.split(self.candidates)
         yield from decided
         if not runnable:
+            return
+        if self._stopped.is_set():
             return
         if not ray.is_initialized():
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False, configure_logging=False)
@@ -88,10 +97,13 @@ class RayPipeline:
             if not candidate.kind.built_ahead:
                 waiting[candidate.problem_id].append((candidate, None))
         unbuilt = Counter(c.problem_id for c in to_build)
-        while builds or evaluations or any(waiting.values()):
+        while (builds or evaluations or any(waiting.values())) and not self._stopped.is_set():
             self._submit(waiting, unbuilt, evaluations, building=bool(builds))
             self._inflight = list(builds) + list(evaluations)
-            [done], _ = ray.wait(self._inflight, num_returns=1)
+            ready, _ = ray.wait(self._inflight, num_returns=1, timeout=STOP_POLL_S)
+            if not ready:
+                continue
+            [done] = ready
             if done in builds:
                 candidate = builds.pop(done)
                 self.active.leave(candidate.rel_path)

@@ -11,9 +11,11 @@ import pytest
 
 import harness
 from harness.store import Database
+from harness.schedule import local
 from harness.worker import processes
+from harness.worker.parent import stop_run
 
-from tests.support import DATA
+from tests.support import DATA, require_ray
 
 PROBLEMS = DATA / "problems"
 RELU = "import torch, torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.clamp(x, min=0)  # {}\n"
@@ -112,8 +114,13 @@ def test_map_yields_each_result_as_it_is_decided(options):
     assert results[0].status is harness.Status.load_error  # decided without a worker: first out
 
 
-def test_closing_kills_every_worker_and_cancels_what_was_not_judged(options):
-    ev = harness.Evaluator(PROBLEMS, **options)
+def test_closing_kills_every_worker_and_cancels_what_was_not_judged(options, monkeypatch):
+    def slow_kill(token: str) -> None:
+        stop_run(token)
+        time.sleep(2)  # time for a lane to judge the worker just killed: that is no verdict
+
+    monkeypatch.setattr(local, "stop_run", slow_kill)
+    ev = harness.Evaluator(PROBLEMS, **options | {"timeout_s": 600})  # the hang outlasts the test
     hanging = ev.submit(HANGS, "tiny_relu")
     queued = ev.submit(RELU.format("queued"), "tiny_relu")
     deadline = time.monotonic() + 60
@@ -125,6 +132,18 @@ def test_closing_kills_every_worker_and_cancels_what_was_not_judged(options):
     assert hanging.cancelled() and queued.cancelled()
     with pytest.raises(harness.UsageError, match="closed"):
         ev.submit(RELU, "tiny_relu")
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_closing_an_evaluator_on_ray_cancels_quietly(options):
+    require_ray()
+    ev = harness.Evaluator(PROBLEMS, backend="ray", **options | {"timeout_s": 600})
+    hanging = ev.submit(HANGS, "tiny_relu")
+    deadline = time.monotonic() + 120
+    while not processes.descendants(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.2)  # Ray's own processes first, then the task's workers
+    ev.close()
+    assert hanging.cancelled()
 
 
 def test_results_are_stored_as_a_run_when_given_a_database(options, tmp_path):

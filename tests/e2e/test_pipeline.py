@@ -2,7 +2,6 @@
 errors, and a run gives the same verdicts however it is spread out (locally or on Ray)."""
 
 import contextlib
-import importlib.util
 import json
 import os
 import shutil
@@ -20,7 +19,7 @@ from harness.schedule.plan import RunPlan, plan_resources
 from harness.schedule.quiet import QuietGate
 from harness.worker import processes
 from harness.worker.sandbox import decide_policy, default_limits
-from tests.support import DATA, EXPECTED, eval_args
+from tests.support import DATA, EXPECTED, eval_args, require_ray
 
 
 def stopped_soon(pid: int) -> bool:
@@ -72,13 +71,6 @@ def test_usage_errors_for_bad_scale_options(tmp_path, capsys):
     assert "--jobs/-j: must be at least 1, not 0" in capsys.readouterr().err
     assert main(eval_args(tmp_path, DATA / "candidates", "--gpus", "0", "--backend", "ray")) == 2
     assert "--gpus is for local runs" in capsys.readouterr().err
-
-
-def require_ray():
-    if importlib.util.find_spec("ray") is None:
-        if os.environ.get("CI"):
-            pytest.fail("Ray tests need Ray (pip install -e '.[ray]'); CI installs it")
-        pytest.skip("Ray is not installed (pip install -e '.[ray]')")
 
 
 def test_ray_backend_gives_the_verdicts_of_a_local_run(tmp_path):
