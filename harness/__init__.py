@@ -3,7 +3,7 @@
 import warnings
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # A torch built without NumPy says so at import, in every process; the harness never hands torch a
 # NumPy array, so that one warning is noise (a problem that uses NumPy fails with its ImportError).

@@ -19,7 +19,6 @@ import torch
 from pydantic import BaseModel
 from tqdm import tqdm
 
-from . import __version__
 from .builds.cache import BuildCache, default_build_root, toolchain
 from .errors import StoreFailed, UsageError
 from .inputs.candidates import discover_candidates
@@ -32,6 +31,7 @@ from .records import (Candidate, EvalConfig, HostEnv, Limits, MachineInfo, Probl
 from .schedule.local import Pipeline
 from .schedule.plan import RunPlan, RunScale, plan_resources
 from .store import Database, ResultsFile, StoreError, config_key, files_state, now
+from .version import __version__
 from .worker import confine
 from .worker.sandbox import SandboxPolicy, SandboxUnavailable, decide_policy
 
