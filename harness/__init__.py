@@ -7,7 +7,8 @@ from .version import __version__
 
 # A torch built without NumPy says so at import, in every process; the harness never hands torch a
 # NumPy array, so that one warning is noise (a problem that uses NumPy fails with its ImportError).
-warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
+NUMPY_NOISE = "Failed to initialize NumPy"
+warnings.filterwarnings("ignore", message=NUMPY_NOISE, category=UserWarning)
 
 # The public API (README, "Python API"): stable names. Resolved on first use, so `import harness`
 # (the command line's --help, the pytest plugin's option parsing) does not import torch.

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from . import NUMPY_NOISE
+
 HARNESS_STATE = pytest.StashKey["HarnessState"]()
 
 
@@ -46,6 +48,8 @@ def _requested(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     if _requested(config):
         config.stash[HARNESS_STATE] = HarnessState(config)
+        # pytest resets warning filters per test, so harness/__init__'s own filter does not hold here.
+        config.addinivalue_line("filterwarnings", f"ignore:{NUMPY_NOISE}:UserWarning")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
