@@ -1,9 +1,12 @@
-"""The local backend's queue: a lane keeps to its problem, waits for builds, and stops when nothing is left."""
+"""The local backend's queues: a lane keeps to its problem, waits for builds, and stops when nothing is left;
+results reach the caller until the run is stopped, and not after."""
 
+import itertools
 import threading
 import time
 
-from harness.schedule.local import ReadyQueue
+from harness.records import Result, Status
+from harness.schedule.local import Outbox, ReadyQueue
 
 
 def test_lane_keeps_to_its_problem_and_idle_lanes_take_another():
@@ -30,3 +33,21 @@ def test_lane_waits_for_a_build_then_stops_when_nothing_is_left():
     ready.expect_fewer()  # the other build failed: its verdict needs no lane
     lane.join(timeout=5)
     assert taken == ["built", None]
+
+
+def crash(candidate: str) -> Result:
+    return Result(run_id="r", problem="p", candidate=candidate, status=Status.crash, candidate_hash="h")
+
+
+def test_a_lane_waits_until_its_result_is_stored_or_the_outbox_closes():
+    outbox = Outbox()
+    emitted = threading.Event()
+    lane = threading.Thread(target=lambda: (outbox.emit(crash("judged.py")), emitted.set()))
+    lane.start()
+    results = outbox.collect(itertools.count())
+    assert next(results).candidate == "judged.py"
+    assert not emitted.wait(0.3)  # the caller has not stored it yet
+    outbox.close()  # a stop: the kill that follows decides nothing
+    lane.join(timeout=5)
+    assert emitted.is_set()
+    assert list(results) == []  # the stream ends
