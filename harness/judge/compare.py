@@ -7,11 +7,45 @@ import torch
 
 from ..records import CheckResult, Tolerance
 
-CHUNK_ELEMENTS = 16 * 1024 * 1024
+# Elements compared at once: on a GPU large (each chunk ends in a few synchronizing reads), on a
+# CPU small enough that the float64 temporaries stay in cache (64M floats: 0.6 s, 6 s at 16M).
+CHUNK_ELEMENTS = {"cuda": 16 * 1024 * 1024, "cpu": 1024 * 1024}
+
+
+def chunk_elements(tensor: torch.Tensor) -> int:
+    return CHUNK_ELEMENTS["cpu" if tensor.device.type == "cpu" else "cuda"]
 
 
 def _describe(tensor: torch.Tensor) -> str:
     return f"{str(tensor.dtype).removeprefix('torch.')}{list(tensor.shape)}"
+
+
+def _errors(want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int]:
+    """(max abs error, max relative error, elements outside the tolerance, NaN/Inf where the
+    reference is finite) of one chunk, in float64."""
+    diff = got.sub(want).abs_()
+    if not bool(torch.isfinite(diff).all()):
+        return _errors_with_non_finite(want, got, diff, tol)
+    # The usual case: both finite everywhere, so no masks (isclose's |got - want| <= atol + rtol * |want|).
+    scale = want.abs()
+    bad = int((diff > scale * tol.rtol + tol.atol).sum())
+    max_abs = float(diff.max())
+    # Relative to max(|expected|, atol): near-zero expected values would make it meaningless.
+    max_rel = float(diff.div_(scale.clamp_min_(max(tol.atol, 1e-12))).max())
+    return max_abs, max_rel, bad, 0
+
+
+def _errors_with_non_finite(want: torch.Tensor, got: torch.Tensor, diff: torch.Tensor,
+                            tol: Tolerance) -> tuple[float, float, int, int]:
+    # NaN or Inf where the reference is finite is always wrong, whatever the tolerance.
+    non_finite = int((~torch.isfinite(got) & torch.isfinite(want)).sum())
+    finite = torch.isfinite(diff)
+    max_abs = max_rel = 0.0
+    if bool(finite.any()):
+        max_abs = float(diff[finite].max())
+        max_rel = float((diff[finite] / want[finite].abs().clamp_min(max(tol.atol, 1e-12))).max())
+    bad = int((~torch.isclose(got, want, rtol=tol.rtol, atol=tol.atol, equal_nan=True)).sum())
+    return max_abs, max_rel, bad, non_finite
 
 
 def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance) -> CheckResult:
@@ -24,20 +58,13 @@ def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance)
     actual_flat = actual.to(expected.device).reshape(-1)
     max_abs = max_rel = 0.0
     bad = non_finite = 0
-    for begin in range(0, total, CHUNK_ELEMENTS):
-        want = expected_flat[begin:begin + CHUNK_ELEMENTS].double()
-        got = actual_flat[begin:begin + CHUNK_ELEMENTS].double()
-        # NaN or Inf where the reference is finite is always wrong, whatever the tolerance.
-        broken = ~torch.isfinite(got) & torch.isfinite(want)
-        non_finite += int(broken.sum())
-        diff = (got - want).abs()
-        finite = torch.isfinite(diff)
-        if bool(finite.any()):
-            max_abs = max(max_abs, float(diff[finite].max()))
-            # Relative to max(|expected|, atol): near-zero expected values would make it meaningless.
-            rel = diff[finite] / want[finite].abs().clamp_min(max(tol.atol, 1e-12))
-            max_rel = max(max_rel, float(rel.max()))
-        bad += int((~torch.isclose(got, want, rtol=tol.rtol, atol=tol.atol, equal_nan=True)).sum())
+    step = chunk_elements(expected)
+    for begin in range(0, total, step):
+        want = expected_flat[begin:begin + step].double()
+        got = actual_flat[begin:begin + step].double()
+        chunk = _errors(want, got, tol)
+        max_abs, max_rel = max(max_abs, chunk[0]), max(max_rel, chunk[1])
+        bad, non_finite = bad + chunk[2], non_finite + chunk[3]
     result = CheckResult(passed=bad == 0, max_abs_err=max_abs, max_rel_err=max_rel,
                          mismatched_elements=bad, total_elements=total)
     if non_finite:

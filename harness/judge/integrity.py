@@ -10,6 +10,7 @@ import statistics
 import torch
 
 from ..worker.protocol import Profile
+from .compare import chunk_elements
 
 # Operators that allocate, reshape, move or copy data: allowed in any candidate's forward. Named
 # as op_name() leaves them (no aten::, no leading underscore, no _out or in-place _ suffix).
@@ -165,9 +166,6 @@ def _bytes(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.contiguous().reshape(-1).view(torch.uint8)
 
 
-FINGERPRINT_CHUNK = 1 << 25  # elements summed at a time: the int64 copy a sum makes stays at 256 MB
-
-
 def fingerprint(tensors: list[torch.Tensor]) -> tuple:
     """Shapes and two sums over the outputs' bytes: equal for equal outputs, and different, short
     of a crafted collision, for outputs that differ anywhere (enough to tell a constant answer)."""
@@ -176,8 +174,9 @@ def fingerprint(tensors: list[torch.Tensor]) -> tuple:
         raw = _bytes(tensor)
         words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
         plain = strided = 0
-        for start in range(0, words.numel(), FINGERPRINT_CHUNK):
-            chunk = words[start:start + FINGERPRINT_CHUNK]
+        step = chunk_elements(words)  # the int64 copy a sum makes stays small (in cache, on a CPU)
+        for start in range(0, words.numel(), step):
+            chunk = words[start:start + step]
             plain += int(chunk.sum(dtype=torch.int64))
             strided += int(chunk[::7].sum(dtype=torch.int64))
         parts += [tuple(tensor.shape), plain, strided]

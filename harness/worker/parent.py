@@ -344,10 +344,10 @@ class Worker:
             raise ValueError(f"unsupported dtype {ref.dtype}")
         span = ref.span_bytes
         if ref.device == "cpu":
-            data = os.pread(self.buffer, span, ref.offset)
-            if len(data) != span:
+            data = bytearray(span)  # read straight into the parent's own copy: one pass over the bytes
+            if span and os.preadv(self.buffer, [data], ref.offset) != span:
                 raise ValueError("a CPU tensor runs past the worker's commit buffer")
-            raw = torch.frombuffer(bytearray(data), dtype=torch.uint8) if span else torch.empty(0, dtype=torch.uint8)
+            raw = torch.frombuffer(data, dtype=torch.uint8) if span else torch.empty(0, dtype=torch.uint8)
         else:
             if ref.ipc_handle is None:
                 raise ValueError("a CUDA tensor without an IPC handle")

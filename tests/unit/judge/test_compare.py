@@ -1,5 +1,6 @@
 """Output comparison: tolerance, NaN/Inf, shapes, dtypes, several outputs."""
 
+import pytest
 import torch
 
 from harness.judge.compare import compare_outputs, compare_tensor
@@ -46,12 +47,27 @@ def test_tuple_outputs_compare_each_and_count():
 
 def test_chunked_comparison_sees_errors_in_every_chunk(monkeypatch):
     import harness.judge.compare as check
-    monkeypatch.setattr(check, "CHUNK_ELEMENTS", 7)
+    monkeypatch.setattr(check, "CHUNK_ELEMENTS", {"cpu": 7, "cuda": 7})
     expected = torch.zeros(50)
     actual = expected.clone()
     actual[49] = 2.0
     result = compare_tensor(expected, actual, TOL)
     assert not result.passed and result.max_abs_err == 2.0
+
+
+def test_finite_and_non_finite_chunks_count_as_isclose_does(monkeypatch):
+    """The all-finite shortcut and the masked path agree with torch.isclose, boundary included."""
+    import harness.judge.compare as check
+    monkeypatch.setattr(check, "CHUNK_ELEMENTS", {"cpu": 100, "cuda": 100})
+    generator = torch.Generator().manual_seed(0)
+    expected = torch.randn(300, generator=generator)
+    actual = expected + torch.randn(300, generator=generator) * 2e-4  # some inside the tolerance, some out
+    actual[250] = float("nan")  # only the last chunk takes the masked path
+    want = (~torch.isclose(actual.double(), expected.double(), rtol=TOL.rtol, atol=TOL.atol)).sum().item()
+    result = compare_tensor(expected, actual, TOL)
+    assert result.mismatched_elements == want and 0 < want < 300
+    finite = torch.cat([actual[:250], actual[251:]]) - torch.cat([expected[:250], expected[251:]])
+    assert result.max_abs_err == pytest.approx(finite.double().abs().max().item())
 
 
 def test_tolerance_precedence_global_then_problem_then_precision():
