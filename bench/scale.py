@@ -42,11 +42,14 @@ VERIFY_EARLY, VERIFY_LATE, EARLY_CALLS = 0.5, 0.2, 20  # the expected share of t
 
 
 def harness_run(candidates: Path, problems: Path, build: Path, scratch: Path, name: str, extra: list[str]) -> dict:
+    """One `harness eval`; its cache home (where the precompiled torch header is kept) goes with
+    its build cache, so a cold run makes that header too."""
     out = scratch / name
     began = time.monotonic()
     subprocess.run([sys.executable, "-m", "harness", "eval", str(candidates), "--problems", str(problems),
                     "--build-dir", str(build), "--db", str(scratch / f"{name}.db"), "--out", str(out), *extra],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO,
+                   env=os.environ | {"XDG_CACHE_HOME": str(build.with_name(build.name + "_home"))})
     wall = time.monotonic() - began
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     return {"wall_s": round(wall, 3), "results": results}

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from tqdm import tqdm
 
 from .builds.cache import BuildCache, default_build_root, toolchain
+from .builds.header import PrecompiledHeader, header_root
 from .errors import StoreFailed, UsageError
 from .inputs.candidates import discover_candidates
 from .inputs.problems import ProblemError, discover_problem_files, without_problem
@@ -172,7 +173,8 @@ def open_pipeline(problems: list[Problem], candidates: list[Candidate], config: 
     """The backend that runs this evaluation: this machine, or a Ray cluster."""
     scale = setup.scale
     resources = plan_resources(config.device, scale.gpus, scale.jobs, scale.warm_workers)
-    cache = BuildCache(setup.build_root, toolchain(config.device, resources.gpus, setup.host, setup.sandbox.namespaces))
+    cache = BuildCache(setup.build_root, toolchain(config.device, resources.gpus, setup.host, setup.sandbox.namespaces),
+                       PrecompiledHeader(header_root(setup.host.cache_home)))
     plan = RunPlan(problems, config, run_id, cache, resources, setup.host, setup.sandbox)
     if scale.backend == "ray":
         from .schedule.ray_cluster import RayPipeline  # Ray is an optional extra

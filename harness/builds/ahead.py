@@ -4,6 +4,7 @@ compiles there) into its key dir of the build cache, or the cache answers at onc
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -39,7 +40,7 @@ def _run_build_worker(candidate: Candidate, problem: Problem, config: EvalConfig
     key_dir = cache.key_dir(candidate.code_hash)
     job = WorkerJob(role="build", problem_path="", device=config.device, precision=config.precision,
                     init_seed=config.seed)
-    hidden = placement.model_copy(update={"env": placement.env | {"CUDA_VISIBLE_DEVICES": ""}})
+    hidden = placement.model_copy(update={"env": placement.env | {"CUDA_VISIBLE_DEVICES": ""} | _header_path(cache, placement, pace)})
     began = time.monotonic()
     with Worker(hidden, role="build", device=config.device, timeout_s=config.build_timeout_s, key_dir=key_dir,
                 pace=pace) as worker:
@@ -64,6 +65,14 @@ def _run_build_worker(candidate: Candidate, problem: Problem, config: EvalConfig
                                 log_head=worker.log_head().replace(seen, now), protections=worker.protections)
         return BuildOutcome(key=key_dir.name, status=BuildStatus.deferred, seconds=seconds,
                             protections=worker.protections)
+
+
+def _header_path(cache: BuildCache, placement: Placement, pace: Pace) -> dict[str, str]:
+    """CPATH naming the precompiled torch header first, made if need be (builds/header.py)."""
+    header = cache.headers.ready(placement.env, pace) if cache.headers is not None else None
+    if header is None:
+        return {}
+    return {"CPATH": os.pathsep.join(filter(None, [str(header), placement.env.get("CPATH")]))}
 
 
 def _keep_extensions(worker: Worker, key_dir: Path) -> tuple[str, str]:

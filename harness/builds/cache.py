@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from ..records import HostEnv
 from ..worker.protocol import Failure
+from .header import PrecompiledHeader
 
 OUTCOME_FILE = "outcome.json"
 LOCK_FILE = ".harness-lock"
@@ -87,9 +88,11 @@ class BuildCache:
     """A cache root under one toolchain: the key directory for each code hash, and each key's
     signed build outcome."""
 
-    def __init__(self, root: Path, toolchain: Toolchain):
+    def __init__(self, root: Path, toolchain: Toolchain, headers: PrecompiledHeader | None = None):
+        """`headers`: where torch's header is precompiled for C++ builds (None: it is not)."""
         self.root = root.resolve()  # Ray tasks and workers run elsewhere than here
         self.toolchain = toolchain
+        self.headers = headers
         self._secret = _signing_key(self.root)
 
     def key_dir(self, code_hash: str) -> Path:

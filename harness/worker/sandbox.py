@@ -169,8 +169,9 @@ def _existing(paths) -> list[str]:
 
 def readable_paths(env: dict[str, str]) -> list[str]:
     """Where a worker may read: the system, this interpreter and its import path, the harness,
-    and the toolchains its environment names. Not HOME, not /tmp, not the results."""
-    toolchains = [p for name in ("PATH", "LD_LIBRARY_PATH") for p in env.get(name, "").split(os.pathsep)]
+    and the toolchains its environment names (CPATH: a build's precompiled torch header). Not
+    HOME, not /tmp, not the results."""
+    toolchains = [p for name in ("PATH", "LD_LIBRARY_PATH", "CPATH") for p in env.get(name, "").split(os.pathsep)]
     toolchains += [env.get("CUDA_HOME", ""), env.get("CUDA_PATH", "")]
     return _existing([*SYSTEM_READ, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path, PACKAGE_DIR, *toolchains])
 

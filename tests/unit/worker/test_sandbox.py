@@ -56,6 +56,13 @@ def test_reads_cover_python_and_the_harness_but_not_home_or_tmp(tmp_path):
     assert "" not in python_path() and all(os.path.isabs(p) for p in python_path())
 
 
+def test_a_build_may_read_the_precompiled_header_its_cpath_names(tmp_path):
+    header = tmp_path / "headers" / "digest"
+    header.mkdir(parents=True)
+    assert str(header) in readable_paths({"PATH": "/usr/bin", "CPATH": str(header)})
+    assert str(tmp_path) not in readable_paths({"PATH": "/usr/bin", "CPATH": str(header)})
+
+
 def test_off_confines_nothing_but_keeps_the_parents_import_path(tmp_path):
     off = rules(tmp_path, policy=SandboxPolicy(mode=SandboxMode.off, limits=LIMITS), sees_gpu=False)
     assert off.landlock_abi == 0 and not off.namespaces and off.rlimits == {} and off.python_path
