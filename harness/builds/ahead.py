@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ContextManager
 
-from ..records import Candidate, EvalConfig, Problem
+from ..records import Candidate, CandidateKind, EvalConfig, Problem
 from ..worker.parent import REAL_TIME, Pace, Placement, StopReason, Worker, WorkerStopped
 from ..worker.protocol import WorkerJob
 from .cache import BuildCache, BuildOutcome, BuildStatus, key_lock
@@ -40,7 +40,8 @@ def _run_build_worker(candidate: Candidate, problem: Problem, config: EvalConfig
     key_dir = cache.key_dir(candidate.code_hash)
     job = WorkerJob(role="build", problem_path="", device=config.device, precision=config.precision,
                     init_seed=config.seed)
-    hidden = placement.model_copy(update={"env": placement.env | {"CUDA_VISIBLE_DEVICES": ""} | _header_path(cache, placement, pace)})
+    header = _header_path(cache, placement, pace) if candidate.kind is CandidateKind.cpp else {}
+    hidden = placement.model_copy(update={"env": placement.env | {"CUDA_VISIBLE_DEVICES": ""} | header})
     began = time.monotonic()
     with Worker(hidden, role="build", device=config.device, timeout_s=config.build_timeout_s, key_dir=key_dir,
                 pace=pace) as worker:
@@ -68,7 +69,9 @@ def _run_build_worker(candidate: Candidate, problem: Problem, config: EvalConfig
 
 
 def _header_path(cache: BuildCache, placement: Placement, pace: Pace) -> dict[str, str]:
-    """CPATH naming the precompiled torch header first, made if need be (builds/header.py)."""
+    """CPATH naming the precompiled torch header first, made if need be (builds/header.py). For C++
+    CPU builds only: a CUDA build's time is its nvcc compile, which the header does not shorten,
+    and making it first would delay a cold GPU run's builds (one that did took 179 s on the H100)."""
     header = cache.headers.ready(placement.env, pace) if cache.headers is not None else None
     if header is None:
         return {}

@@ -1,4 +1,4 @@
-"""torch/extension.h, precompiled once per toolchain for every C++ build.
+"""torch/extension.h, precompiled once per toolchain for every C++ CPU build.
 
 Every load_inline main.cpp begins with `#include <torch/extension.h>`, and parsing that header is
 most of a CPU extension's compile: on a 2-core box the relu candidate's main.cpp took 83 s, and
@@ -30,8 +30,7 @@ from pathlib import Path
 
 from ..worker.parent import Pace
 
-# The flags load_inline calls give main.cpp most often: none (CUDA candidates, whose flags go to
-# nvcc) and -O3. Each variant is a ~0.8 GB file and about 35-60 s of one core to make.
+# The flags load_inline calls give main.cpp most often: none and -O3. Each variant is a ~0.8 GB file and about 35-60 s of one core to make.
 VARIANTS = {"plain": [], "O3": ["-O3"]}
 READY, FAILED, LOCK = "ready", "failed", ".lock"
 HEADER = Path("torch") / "extension.h"
