@@ -88,6 +88,16 @@ def overhead_per_candidate(results: list[dict], correctness_trials: int) -> dict
     return {"reached_timing": quantiles(timed), "failed_before_timing": quantiles(failed)}
 
 
+def phase_medians(results: list[dict]) -> dict:
+    """Where the evaluations' time went: per phase, the median wall seconds of the candidates
+    that reached timing and of those that failed before it (over those that entered the phase)."""
+    split = {"reached_timing": [r for r in results if r.get("timing")],
+             "failed_before_timing": [r for r in results if not r.get("timing") and r.get("phase_s")]}
+    return {group: {phase: round(statistics.median(r["phase_s"][phase] for r in rows if phase in r["phase_s"]), 3)
+                    for phase in dict.fromkeys(p for r in rows for p in r["phase_s"])}
+            for group, rows in split.items()}
+
+
 def median_agreement(a: dict, b: dict) -> dict:
     """Per candidate timed in both summarized runs: the ratio of medians, and whether their 95%
     intervals overlap. Also `python bench/scale.py --compare A.json:run B.json:run`."""
@@ -135,6 +145,7 @@ def summarize(run: dict, jobs: int, gpus: int, correctness_trials: int) -> dict:
         "overhead_pct": round(100 * overhead / run["wall_s"], 1) if run["wall_s"] else None,
         "overhead_per_candidate_s": round(overhead / len(results), 3) if results else None,
         "candidate_overhead_s": overhead_per_candidate(results, correctness_trials),
+        "phase_s": phase_medians(results),
         "timed_calls": quantiles([r["timing"]["n"] for r in results if r.get("timing")]),
         "stopped": {why: sum(1 for r in results if (r.get("timing") or {}).get("stopped") == why)
                     for why in ("converged", "time_budget", "max_trials", "fixed")},
@@ -143,6 +154,7 @@ def summarize(run: dict, jobs: int, gpus: int, correctness_trials: int) -> dict:
                                         r["timing"]["n"]] for r in results if r.get("timing")},
         "per_candidate": {r["candidate"]: {"build_s": r.get("build_s"), "build_cached": r.get("build_cached"),
                                            "elapsed_s": r.get("elapsed_s"), "device_s": round(device_seconds(r, correctness_trials), 3),
+                                           "phase_s": r.get("phase_s"), "timed_calls": (r.get("timing") or {}).get("n"),
                                            "gpu": r.get("gpu")} for r in results},
         "by_gpu": {str(g): sum(1 for r in results if r.get("gpu") == g) for g in {r.get("gpu") for r in results}},
         # The parent's clock per timed call against the worker's median: what the timing bound allows.

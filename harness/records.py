@@ -322,6 +322,9 @@ class Observations(BaseModel):
     floor_fraction: float | None = None
     log_tail: str | None = None
     elapsed_s: float = 0.0
+    # Wall seconds per phase reached (load includes booting a worker when none was ready), and
+    # "exit": the worker's shutdown. Where a candidate's time went beyond its device time.
+    phase_s: dict[str, float] = Field(default_factory=dict)
     build_s: float | None = None
     build_cached: bool = False
     gpu: int | None = None
@@ -392,6 +395,7 @@ class Result(BaseModel):
     diagnosis: Diagnosis | None = None
     log_tail: str | None = None
     elapsed_s: float = 0.0  # evaluating it (its worker's life), builds ahead of evaluation excluded
+    phase_s: dict[str, float] = Field(default_factory=dict)  # of elapsed_s: wall seconds per phase, and the worker's exit
     build_s: float | None = None  # compiling it ahead of evaluation; 0 when the build cache had it
     build_cached: bool = False
     gpu: int | None = None  # which GPU evaluated it

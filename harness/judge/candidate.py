@@ -10,6 +10,7 @@ Each step observes; judge/verdicts.py says what the observation means.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import statistics
 import time
@@ -77,8 +78,8 @@ class CandidateRun:
     def run(self) -> Result:
         """The Result; raises ReferenceFailed when the reference worker dies meanwhile."""
         began = time.monotonic()
-        self.observed.phase = Phase.load
-        worker, loaded = self._start()
+        with self._phase(Phase.load):
+            worker, loaded = self._start()
         self.observed.protections = worker.protections
         with worker:
             try:
@@ -89,8 +90,20 @@ class CandidateRun:
                 verdict = verdicts.of_stop(stopped.stop)
             if verdict.status is not Status.ok:
                 self.observed.log_tail = worker.log_tail(LOG_TAIL_CHARS) or None
+            exiting = time.monotonic()
+        self.observed.phase_s["exit"] = round(time.monotonic() - exiting, 3)
         self.observed.elapsed_s = round(time.monotonic() - began, 3)
         return verdicts.result(self.subject, verdict, self.observed)
+
+    @contextlib.contextmanager
+    def _phase(self, phase: Phase):
+        """Enter `phase`, and record its wall time however it ends."""
+        self.observed.phase = phase
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.observed.phase_s[phase.value] = round(time.monotonic() - began, 3)
 
     def reference_died(self, reason: str) -> Result:
         """The reference worker died while this candidate ran (its evaluation was cut short)."""
@@ -126,8 +139,8 @@ class CandidateRun:
                  (Phase.profile, lambda: self._check_profiles(worker, timed)),
                  (Phase.shapes, lambda: self._check_other_shapes(worker)))
         for phase, step in steps:
-            self.observed.phase = phase
-            verdict = step()
+            with self._phase(phase):
+                verdict = step()
             if verdict:
                 return verdict
         self.observed.phase = None

@@ -44,6 +44,18 @@ def test_ok_has_speedup_timings_and_error_sizes(verdicts):
     assert ok["reference_timing"]["median_ms"] > 0 and ok["max_abs_err"] == 0.0
 
 
+def test_an_evaluation_says_where_its_time_went(verdicts):
+    """Wall time per phase reached, and the worker's exit: together, the evaluation's time."""
+    results = verdicts[2]
+    ok, mismatch = results["tiny_relu/ok_cpp.py"], results["tiny_relu/mismatch.py"]
+    assert ok["phase_s"].keys() == {"load", "correctness", "timing", "profile", "shapes", "exit"}
+    assert mismatch["phase_s"].keys() == {"load", "correctness", "exit"}
+    for result in (ok, mismatch):
+        assert all(seconds >= 0 for seconds in result["phase_s"].values())
+        assert 0.9 * result["elapsed_s"] <= sum(result["phase_s"].values()) <= result["elapsed_s"] + 0.01
+    assert results["tiny_relu/compile_error_cpp.py"]["phase_s"] == {}  # judged by its build, never evaluated
+
+
 def test_reasons_are_one_actionable_line(verdicts):
     results = verdicts[2]
     assert "undeclared_value" in results["tiny_relu/compile_error_cpp.py"]["error"]

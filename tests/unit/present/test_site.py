@@ -113,6 +113,13 @@ def test_candidate_page_says_how_it_was_built(tmp_path):
     assert '<dd id="build">–</dd>' in text["python"]
 
 
+def test_candidate_page_says_where_the_evaluation_time_went(tmp_path):
+    timed = make("timed", Status.ok, 2.0).model_copy(update={"elapsed_s": 4.0, "phase_s": {"load": 0.5, "timing": 3.25, "exit": 0.25}})
+    render_site(None, [timed, make("plain", Status.ok, 2.0)], lambda r: None, tmp_path)
+    assert '<span id="phase-seconds">(load 0.50 s, timing 3.25 s, exit 0.25 s)</span>' in (tmp_path / "c" / page_name(timed)).read_text()
+    assert "phase-seconds" not in (tmp_path / "c" / page_name(make("plain", Status.ok, 2.0))).read_text()
+
+
 # --- the index at the size of a real run (80 candidates, 21 problems) and at 5,000 -------------
 
 def index_of(results, **kwargs):
