@@ -26,7 +26,7 @@ from . import verdicts
 from .compare import compare_outputs
 from .integrity import fallback_evidence, fingerprint, mutated_inputs, profiled_too_slow
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
-from .reference import Quiet, ReferenceRunner, no_quiet, worker_job
+from .reference import Quiet, ReferenceRunner, no_quiet, release_device_cache, worker_job
 from .timer import Timed, Timer, TimingPlan, timing_stats, vouched_median
 
 LOG_TAIL_CHARS = 4000
@@ -91,6 +91,7 @@ class CandidateRun:
             if verdict.status is not Status.ok:
                 self.observed.log_tail = worker.log_tail(LOG_TAIL_CHARS) or None
             exiting = time.monotonic()
+        release_device_cache(self.config.device)  # its timed outputs' copies, freed by now
         self.observed.phase_s["exit"] = round(time.monotonic() - exiting, 3)
         self.observed.elapsed_s = round(time.monotonic() - began, 3)
         return verdicts.result(self.subject, verdict, self.observed)

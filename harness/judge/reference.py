@@ -29,6 +29,15 @@ def no_quiet(timed: list[int]) -> ContextManager:
     return contextlib.nullcontext()
 
 
+def release_device_cache(device: str) -> None:
+    """Give the device memory this process freed back to the GPU. PyTorch keeps freed blocks
+    reserved for reuse; here they would be a previous problem's kept outputs or a candidate's
+    copied timed outputs, the size of its outputs each, and the next workers (other processes)
+    could not have them: a candidate ran out of memory beside 52 GB the harness no longer used."""
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
 class ReferenceFailed(Exception):
     """The reference itself could not load, run or time; its candidates cannot be judged."""
 
@@ -187,4 +196,5 @@ class ReferenceRunner:
 
     def close(self) -> None:
         self._kept.clear()
+        release_device_cache(self.config.device)
         self.worker.close()
