@@ -82,7 +82,7 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
                     help=f"build cache, safe to share between runs (default: one under {host.cache_home})")
     ev.add_argument("--jobs", "-j", type=number(int, 1), default=None, help="builds at once (default: the cores the GPUs leave)")
     ev.add_argument("--warm-workers", type=number(int, 0), default=None,
-                    help="workers booted ahead per lane, sandboxed and idle (default: 1 on CPU, up to 3 per GPU)")
+                    help="workers booted ahead per lane, sandboxed and idle (default: 1 on CPU, up to 6 per GPU)")
     ev.add_argument("--gpus", default=None, help="GPUs to evaluate on, one lane each, e.g. 0,2 (default: all visible)")
     ev.add_argument("--backend", choices=["local", "ray"], default="local", help="ray: tasks on a Ray cluster")
     ev.add_argument("--ray-address", default=None, help="the Ray cluster to join (default: start a local instance)")

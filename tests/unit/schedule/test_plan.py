@@ -16,9 +16,11 @@ def test_gpu_run_keeps_cores_apart_for_each_lane(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
     one = plan_resources("cuda", [0], None)
     assert one.lane_cpus == [[12, 13, 14, 15]] and one.build_cpus == list(range(12)) and one.jobs == 12
+    assert one.spares == 6  # booting on the build cores, two cores each
     two = plan_resources("cuda", [0, 2], 3)
     assert two.gpus == [0, 2] and two.jobs == 3
     assert two.lane_cpus == [[8, 9, 10, 11], [12, 13, 14, 15]] and two.build_cpus == list(range(8))
+    assert two.spares == 2
 
 
 def test_too_few_cores_to_keep_apart_means_no_pinning(monkeypatch):
