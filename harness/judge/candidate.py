@@ -1,9 +1,9 @@
 """Evaluate one candidate against its problem's reference.
 
 Per problem, one reference worker (trusted code, still confined) computes expected outputs and
-reference timings; per candidate, one candidate worker. They never compute at the same time: for
-each trial the reference computes first, then the candidate, and the parent compares the two
-outputs in place. Nothing that decides correctness is computed in the candidate's process; its
+reference timings; per candidate, one candidate worker. They never time at the same time; for
+each correctness trial both compute (side by side on a CPU run, in turn on a GPU) and the parent
+compares the two outputs in place. Nothing that decides correctness is computed in the candidate's process; its
 timing is held against the parent's clock, and checked on calls the parent picks afterwards.
 Each step observes; judge/verdicts.py says what the observation means.
 """
@@ -153,10 +153,16 @@ class CandidateRun:
 
     def _trial(self, worker: Worker, seed: int, sizes: dict[str, int] | None, phase: str):
         """(the candidate's failed reply's verdict, None) or (None, (check, changed inputs,
-        (the reference's output fingerprint, the candidate's))): reference first (kept for every
-        candidate), then the candidate; compared in place."""
+        (the reference's output fingerprint, the candidate's))): the reference's outputs (kept
+        for every candidate), then the candidate's, compared in place. On a CPU run the candidate
+        starts first and the reference computes beside it (half the wall time on two cores; not
+        a timed call); on a GPU they would share the device's memory, so they take turns."""
+        command = Command(op="trial", seed=seed, sizes=sizes)
+        beside = self.config.device == "cpu"
+        if beside:
+            worker.send(command, phase)
         with self.reference.expected(seed, sizes, keep=True) as (expected, expected_inputs):
-            reply = worker.request(Command(op="trial", seed=seed, sizes=sizes), phase)
+            reply = worker.answer(command, phase) if beside else worker.request(command, phase)
             verdict = self._verdict_of(reply, worker)
             if verdict:
                 return verdict, None
