@@ -41,7 +41,7 @@ class Lane:
     def __exit__(self, *exc_info) -> None:
         self._drop_reference()
         while self.spares:
-            self.spares.popleft().close()
+            self.spares.popleft().discard()  # never given a job: nothing of a candidate's to wind down
 
     def _boot(self) -> Worker:
         return Worker(self.placement, role="worker", device=self.config.device, timeout_s=self.config.timeout_s,
