@@ -372,6 +372,9 @@ def main(fd: int, buffer_fd: int) -> int:
     """Called by launch.py once the worker is confined (torch is imported here, not before)."""
     conn = Connection(fd)
     warm_profiler("cpu")
+    # What load_inline needs, imported while booting: half a second (setuptools) of every
+    # extension candidate's load otherwise, and of its build.
+    import torch.utils.cpp_extension  # noqa: F401
     command = Command.model_validate_json(conn.recv_bytes())
     if command.op != "job" or command.job is None:
         return 0
