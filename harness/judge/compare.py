@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..records import CheckResult, Tolerance
 
-# Elements compared at once: on a GPU large (each chunk ends in a few synchronizing reads), on a
-# CPU small enough that the float64 temporaries stay in cache (64M floats: 0.6 s, 6 s at 16M).
+# Elements compared at once: on a GPU large (each chunk ends in one synchronizing read), on a
+# CPU small enough that the temporaries stay in cache (64M floats: 0.6 s, 6 s at 16M).
 CHUNK_ELEMENTS = {"cuda": 16 * 1024 * 1024, "cpu": 1024 * 1024}
 
 
@@ -20,24 +22,37 @@ def _describe(tensor: torch.Tensor) -> str:
     return f"{str(tensor.dtype).removeprefix('torch.')}{list(tensor.shape)}"
 
 
+def work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """What a chunk is compared in: float32 holds every value of a float of 32 bits or fewer
+    exactly (and their differences to within a rounding far below any tolerance) at half the
+    memory traffic of float64; wider floats and integers go to float64."""
+    if dtype.is_floating_point and dtype.itemsize <= 4:
+        return torch.float32
+    return torch.float64
+
+
 def _errors(want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int]:
     """(max abs error, max relative error, elements outside the tolerance, NaN/Inf where the
-    reference is finite) of one chunk, in float64."""
+    reference is finite) of one chunk. The usual case, both finite everywhere, takes few passes
+    over memory and one synchronizing read (an 8.5 GB output compares in 0.05 s on an H100)."""
+    work = work_dtype(want.dtype)
+    want, got = want.to(work), got.to(work)
     diff = got.sub(want).abs_()
-    if not bool(torch.isfinite(diff).all()):
-        return _errors_with_non_finite(want, got, diff, tol)
-    # The usual case: both finite everywhere, so no masks (isclose's |got - want| <= atol + rtol * |want|).
+    max_abs = diff.amax()  # NaN or Inf if any element is not finite
+    # isclose's rule, |got - want| <= atol + rtol * |want|, without a mask.
     scale = want.abs()
-    bad = int((diff > scale * tol.rtol + tol.atol).sum())
-    max_abs = float(diff.max())
+    bad = diff.sub(scale, alpha=tol.rtol).gt_(tol.atol).sum()
     # Relative to max(|expected|, atol): near-zero expected values would make it meaningless.
-    max_rel = float(diff.div_(scale.clamp_min_(max(tol.atol, 1e-12))).max())
-    return max_abs, max_rel, bad, 0
+    max_rel = diff.div_(scale.clamp_min_(max(tol.atol, 1e-12))).amax()
+    max_abs, max_rel, bad = torch.stack([max_abs.double(), max_rel.double(), bad.double()]).tolist()
+    if not math.isfinite(max_abs):
+        return _errors_with_non_finite(want.double(), got.double(), tol)
+    return max_abs, max_rel, int(bad), 0
 
 
-def _errors_with_non_finite(want: torch.Tensor, got: torch.Tensor, diff: torch.Tensor,
-                            tol: Tolerance) -> tuple[float, float, int, int]:
+def _errors_with_non_finite(want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int]:
     # NaN or Inf where the reference is finite is always wrong, whatever the tolerance.
+    diff = got.sub(want).abs_()
     non_finite = int((~torch.isfinite(got) & torch.isfinite(want)).sum())
     finite = torch.isfinite(diff)
     max_abs = max_rel = 0.0
@@ -60,9 +75,7 @@ def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance)
     bad = non_finite = 0
     step = chunk_elements(expected)
     for begin in range(0, total, step):
-        want = expected_flat[begin:begin + step].double()
-        got = actual_flat[begin:begin + step].double()
-        chunk = _errors(want, got, tol)
+        chunk = _errors(expected_flat[begin:begin + step], actual_flat[begin:begin + step], tol)
         max_abs, max_rel = max(max_abs, chunk[0]), max(max_rel, chunk[1])
         bad, non_finite = bad + chunk[2], non_finite + chunk[3]
     result = CheckResult(passed=bad == 0, max_abs_err=max_abs, max_rel_err=max_rel,

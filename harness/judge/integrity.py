@@ -173,11 +173,10 @@ def fingerprint(tensors: list[torch.Tensor]) -> tuple:
     for tensor in tensors:
         raw = _bytes(tensor)
         words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
-        plain = strided = 0
+        sums = torch.zeros(2, dtype=torch.int64, device=words.device)  # read once, not per chunk (a GPU sync each)
         step = chunk_elements(words)  # the int64 copy a sum makes stays small (in cache, on a CPU)
         for start in range(0, words.numel(), step):
             chunk = words[start:start + step]
-            plain += int(chunk.sum(dtype=torch.int64))
-            strided += int(chunk[::7].sum(dtype=torch.int64))
-        parts += [tuple(tensor.shape), plain, strided]
+            sums += torch.stack([chunk.sum(dtype=torch.int64), chunk[::7].sum(dtype=torch.int64)])
+        parts += [tuple(tensor.shape), *sums.tolist()]
     return tuple(parts)

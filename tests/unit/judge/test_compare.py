@@ -70,6 +70,25 @@ def test_finite_and_non_finite_chunks_count_as_isclose_does(monkeypatch):
     assert result.max_abs_err == pytest.approx(finite.double().abs().max().item())
 
 
+def test_narrow_floats_count_as_isclose_in_float64_does():
+    """Floats of 32 bits or fewer are compared in float32: the same elements fail as in float64."""
+    generator = torch.Generator().manual_seed(1)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        expected = torch.randn(100_000, generator=generator).to(dtype)
+        actual = (expected.float() + torch.randn(100_000, generator=generator) * 2e-4).to(dtype)
+        want = (~torch.isclose(actual.double(), expected.double(), rtol=TOL.rtol, atol=TOL.atol)).sum().item()
+        assert compare_tensor(expected, actual, TOL).mismatched_elements == want > 0
+
+
+def test_integers_and_overflowing_differences_are_compared_exactly():
+    """Integers beyond float32's 24-bit mantissa still differ, and finite values whose difference
+    overflows float32 still fail."""
+    exact = Tolerance(atol=0, rtol=0)
+    assert not compare_tensor(torch.tensor([2**24 + 1]), torch.tensor([2**24]), exact).passed
+    result = compare_tensor(torch.tensor([-3e38, 1.0]), torch.tensor([3e38, 1.0]), TOL)
+    assert not result.passed and result.mismatched_elements == 1 and "NaN" not in result.reason
+
+
 def test_tolerance_precedence_global_then_problem_then_precision():
     problem = Problem(id="p", path="p.py", source_hash="h", atol=1e-3)
     assert EvalConfig(device="cpu").tolerance_for(problem) == Tolerance(atol=1e-3, rtol=1e-4)
