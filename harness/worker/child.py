@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
-import importlib.util
 import os
 import random
 import sys
@@ -369,39 +368,13 @@ def warm_profiler(device: str) -> None:
         torch.zeros(1, device=device).add_(1)
 
 
-def warm_triton() -> None:
-    """Triton's first compile in this process, of a small kernel of the harness's own, done while
-    booting: its driver module (C, compiled into this worker's own Triton cache), its compiler's
-    imports and one-time set-up. A Triton candidate's first call then compiles only its own kernel
-    and launcher: 0.3 to 0.5 s instead of 1.3 to 1.5 s on an H100 host, for 1.2 s more of a boot
-    that runs beside other work. It makes no context on the GPU."""
-    if importlib.util.find_spec("triton") is None:
-        return
-    try:
-        import triton
-        import triton.language as tl
-
-        @triton.jit
-        def copy(x_ptr, n, BLOCK: tl.constexpr):
-            offsets = tl.arange(0, BLOCK)
-            tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
-
-        source = triton.compiler.ASTSource(fn=copy, signature={"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
-                                           constexprs={"BLOCK": 128})
-        triton.compile(source, target=triton.runtime.driver.active.get_current_target())
-    except Exception:  # another Triton, or one that cannot start here: the candidate's own call says why
-        pass
-
-
-def main(fd: int, buffer_fd: int, sees_gpu: bool) -> int:
+def main(fd: int, buffer_fd: int) -> int:
     """Called by launch.py once the worker is confined (torch is imported here, not before)."""
     conn = Connection(fd)
     warm_profiler("cpu")
     # What load_inline needs, imported while booting: half a second (setuptools) of every
     # extension candidate's load otherwise, and of its build.
     import torch.utils.cpp_extension  # noqa: F401
-    if sees_gpu:
-        warm_triton()
     command = Command.model_validate_json(conn.recv_bytes())
     if command.op != "job" or command.job is None:
         return 0

@@ -77,7 +77,7 @@ def _become_worker(rules: dict, channel: int, buffer: int) -> int:
         return 0
     from .child import main as worker_main  # torch, pydantic and, later, the candidate: all confined
 
-    return worker_main(channel, buffer, rules["sees_gpu"])
+    return worker_main(channel, buffer)
 
 
 def _landlock_rules(rules: dict) -> list[tuple[str, int]]:

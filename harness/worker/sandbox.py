@@ -140,7 +140,6 @@ class Confinement(BaseModel):
     python_path: list[str] = []  # the parent's import path: the worker imports what the parent imports
     shm_bytes: int = SHM_BYTES
     boot_cpus: list[int] | None = None  # cores to boot on (a worker booted ahead keeps off the timed ones)
-    sees_gpu: bool = False  # its boot also readies what a GPU candidate needs first (child.py)
 
     @property
     def extensions_dir(self) -> str:
@@ -189,7 +188,7 @@ def confinement(policy: SandboxPolicy, scratch: Path, *, sees_gpu: bool, env: di
     CANONICAL_SCRATCH, builds included (their extensions are copied into the cache by the parent),
     so no worker writes the build cache. Without them a worker builds in, or loads from, the key
     dir it must be given here (`key_dir`), and may write there."""
-    base = Confinement(scratch=str(scratch), workdir=str(scratch), python_path=python_path(), sees_gpu=sees_gpu)
+    base = Confinement(scratch=str(scratch), workdir=str(scratch), python_path=python_path())
     if policy.mode is SandboxMode.off:
         return base
     limits = policy.limits
