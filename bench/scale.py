@@ -37,7 +37,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-WARMUP, PROFILED, SHAPES, RECALIBRATION = 3, 2, 1, 3  # calls beyond the timed ones (EvalConfig, judge/timer.py)
+WARMUP, PROFILED, SHAPES, RECALIBRATION = 3, 2, 1, 5  # calls beyond the timed ones (EvalConfig, judge/timer.py,
+# judge/reference.py: the recalibration's fewest calls, which slow references get)
 VERIFY_EARLY, VERIFY_LATE, EARLY_CALLS = 0.5, 0.2, 20  # the expected share of timed calls the reference repeats
 
 
