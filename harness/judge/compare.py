@@ -10,7 +10,7 @@ import torch
 from ..records import CheckResult, Tolerance
 
 # Elements compared at once: on a GPU large (each chunk ends in one synchronizing read), on a
-# CPU small enough that the temporaries stay in cache (64M floats: 0.6 s, 6 s at 16M).
+# CPU small enough that the temporaries stay in cache (64M floats on 2 cores: 0.21 s, 0.27 s at 4M).
 CHUNK_ELEMENTS = {"cuda": 16 * 1024 * 1024, "cpu": 1024 * 1024}
 
 
@@ -34,7 +34,8 @@ def work_dtype(dtype: torch.dtype) -> torch.dtype:
 def _errors(want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int]:
     """(max abs error, max relative error, elements outside the tolerance, NaN/Inf where the
     reference is finite) of one chunk. The usual case, both finite everywhere, takes few passes
-    over memory and one synchronizing read (an 8.5 GB output compares in 0.05 s on an H100)."""
+    over memory and one synchronizing read (in float64 with four reads per chunk, an 8.5 GB
+    output took 0.21 s on an H100; float32 passes over it alone, 0.05 s)."""
     work = work_dtype(want.dtype)
     want, got = want.to(work), got.to(work)
     diff = got.sub(want).abs_()
