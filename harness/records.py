@@ -237,7 +237,9 @@ class TimingStats(BaseModel):
     clock: Literal["cuda_event", "perf_counter"]
     ci_low_ms: float | None = None  # the median's 95% confidence interval (order statistics)
     ci_high_ms: float | None = None
-    stopped: str | None = None  # why timing stopped: converged, time_budget, max_trials, fixed
+    # why timing stopped: converged, time_budget, max_trials, fixed; a reference's "recalibration": timed
+    # again just before the candidate, and faster then (judge/reference.py, speedup_reference)
+    stopped: str | None = None
 
 
 KernelOrigin = Literal["candidate", "pytorch", "cudnn", "cublas", "torch_compile", "other_library"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import random
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ContextManager
 
@@ -46,6 +47,24 @@ def release_device_cache(device: str) -> None:
     could not have them: a candidate ran out of memory beside 52 GB the harness no longer used."""
     if device == "cuda":
         torch.cuda.empty_cache()
+
+
+@dataclass(frozen=True)
+class Recalibration:
+    """Reference calls timed right before a candidate's timing."""
+
+    overhead_ms: list[float]  # per call, what the parent's clock saw beyond the reported time
+    timing: TimingStats  # the reference's own time on those calls
+
+
+def speedup_reference(first: TimingStats, now: TimingStats) -> TimingStats:
+    """What a candidate's speedup is against: the reference's first timing, or its recalibration
+    when that is surely faster (its whole interval below the first median). A machine drifts
+    between the two by more than a quick kernel's speedup can be trusted to (a 25 µs operator
+    ran 1.3x faster minutes later on a shared 2-core machine, and a candidate calling it
+    scored 1.6x). Never the other way: a reference slower now, perhaps slowed by what a
+    candidate left running on the GPU, cannot raise a speedup."""
+    return now if now.ci_high_ms is not None and now.ci_high_ms < first.median_ms else first
 
 
 class ReferenceFailed(Exception):
@@ -153,16 +172,17 @@ class ReferenceRunner:
     def clock(self) -> str:
         return "cuda_event" if self.config.device == "cuda" else "perf_counter"
 
-    def overhead_now(self) -> list[float]:
-        """The harness's per-call overhead as measured right now, with the machine's current load:
-        a few reference calls timed the way a candidate's are (what the wall-clock bound subtracts)."""
+    def recalibrate(self) -> Recalibration:
+        """The harness's per-call overhead and the reference's own time as measured right now,
+        with the machine's current load: a few reference calls timed the way a candidate's are."""
         fewest, most = RECALIBRATION_CALLS
         calls = max(fewest, min(most, int(RECALIBRATION_BUDGET_MS / max(self.timing.median_ms, 1e-3))))
         uncounted = UNCOUNTED_CALLS[self.config.device]
         timed = self._time(TimingPlan.of(self.config).model_copy(update={"fixed": uncounted + calls}), profiled=0)
         # Only these: the reference's own timing ran when the lane was busier (the next worker
         # booting beside it), and an overhead taken then is larger than a candidate's now.
-        return timed.overhead_ms[uncounted:]
+        return Recalibration(overhead_ms=timed.overhead_ms[uncounted:],
+                             timing=timing_stats(timed.reported_ms[uncounted:], self.clock, "recalibration"))
 
     @contextlib.contextmanager
     def expected(self, seed: int, sizes: dict[str, int] | None = None,

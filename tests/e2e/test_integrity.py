@@ -103,9 +103,10 @@ def test_caches_of_predictable_inputs_gain_nothing(judged):
 def test_a_candidate_that_tells_the_profiler_apart_gains_nothing(judged):
     """Watched, it runs its own arithmetic; unwatched, the reference's operator. Caught when its
     watched path is slower than the profiler explains; otherwise it runs at the reference's own
-    speed: calling the reference cannot beat it (docs/threat-model.md). The bound allows for the
-    noise of a 25 µs operator timed minutes apart on a shared 2-core machine: 0.68x to 1.35x
-    measured for this very candidate."""
+    speed: calling the reference cannot beat it (docs/threat-model.md). Its speedup is against the
+    reference timed again just before it when the machine has drifted faster since (a 25 µs
+    operator timed minutes apart: 1.62x once against the first timing); 0.75x to 1.04x in eight
+    runs on a shared 2-core machine."""
     aware = judged["tiny_relu/profiler_aware.py"]
     assert aware["status"] == "rejected" or aware["speedup"] < 1.6, (aware["status"], aware["speedup"])
     assert judged["tiny_relu/watched_slow.py"]["status"] == "rejected"

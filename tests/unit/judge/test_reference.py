@@ -1,10 +1,11 @@
-"""The reference's recalibration: the per-call overhead a candidate's wall times are held to."""
+"""The reference's recalibration: the per-call overhead a candidate's wall times are held to, and
+the reference time its speedup is against."""
 
 import pytest
 
 from harness.judge import reference
-from harness.judge.reference import ReferenceRunner
-from harness.judge.timer import Timed
+from harness.judge.reference import ReferenceRunner, speedup_reference
+from harness.judge.timer import Timed, timing_stats
 from harness.records import EvalConfig, TimingStats
 
 
@@ -28,15 +29,42 @@ def recalibrating(median_ms: float, overheads: list[float], device: str = "cuda"
 
 def test_on_a_gpu_the_first_recalibration_call_is_not_counted():
     runner, plans = recalibrating(100.0, [3.0, 1.0, 1.1, 0.9, 1.0, 5.0])
-    assert runner.overhead_now() == pytest.approx([1.0, 1.1, 0.9, 1.0])
+    assert runner.recalibrate().overhead_ms == pytest.approx([1.0, 1.1, 0.9, 1.0])
     assert plans[0].fixed == 1 + reference.RECALIBRATION_CALLS[0]
     runner, plans = recalibrating(100.0, [3.0, 1.0, 1.1, 0.9, 1.0, 5.0], device="cpu")
-    assert runner.overhead_now() == pytest.approx([3.0, 1.0, 1.1, 0.9])
+    assert runner.recalibrate().overhead_ms == pytest.approx([3.0, 1.0, 1.1, 0.9])
 
 
 def test_a_quick_reference_gets_more_recalibration_calls():
     fewest, most = reference.RECALIBRATION_CALLS
     runner, plans = recalibrating(0.2, [1.0] * 50)
-    assert len(runner.overhead_now()) == most and plans[0].fixed == 1 + most  # one uncounted
+    assert len(runner.recalibrate().overhead_ms) == most and plans[0].fixed == 1 + most  # one uncounted
     runner, plans = recalibrating(reference.RECALIBRATION_BUDGET_MS / (fewest + 2), [1.0] * 50)
-    assert len(runner.overhead_now()) == fewest + 2
+    assert len(runner.recalibrate().overhead_ms) == fewest + 2
+
+
+def test_the_recalibration_times_the_reference_on_its_counted_calls():
+    runner, _ = recalibrating(2.0, [3.0, 1.0, 1.1, 0.9, 1.0, 5.0])
+    timing = runner.recalibrate().timing
+    assert timing.median_ms == 2.0 and timing.stopped == "recalibration"
+    assert timing.n == len(runner.recalibrate().overhead_ms)
+
+
+def times(*samples_ms: float, stopped: str | None = None):
+    return timing_stats(list(samples_ms), "perf_counter", stopped)
+
+
+def test_a_speedup_is_against_the_reference_recalibrated_when_it_is_surely_faster_now():
+    first = times(*[0.030] * 40 + [0.031] * 40)
+    faster = times(*[0.024, 0.025, 0.026] * 4, stopped="recalibration")
+    assert speedup_reference(first, faster) is faster
+
+
+def test_a_reference_slower_now_or_within_noise_changes_no_speedup():
+    """Slower now (a machine that got busier, or a GPU a candidate's leftover work keeps busy)
+    would raise the speedup: never. A faster median whose interval reaches the first one is noise."""
+    first = times(*[0.030] * 80)
+    assert speedup_reference(first, times(*[0.040] * 12)) is first
+    overlapping = times(0.020, 0.021, 0.022, 0.023, 0.024, 0.025, 0.029, 0.029, 0.031, 0.032, 0.033, 0.034)
+    assert overlapping.median_ms < first.median_ms <= overlapping.ci_high_ms
+    assert speedup_reference(first, overlapping) is first
