@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from ..builds.cache import BuildOutcome, key_lock
-from ..records import (Candidate, EvalConfig, Flag, Observations, Phase, Problem, Result, Status, Subject, Verdict)
+from ..records import (Candidate, CandidateKind, EvalConfig, Flag, Observations, Phase, Problem, Result, Status, Subject, Verdict)
 from ..worker.parent import Placement, Worker, WorkerStopped
 from ..worker.protocol import Command, ParamDigest, Reply
 from . import verdicts
@@ -266,8 +266,9 @@ class CandidateRun:
         evidence, median = [], self.observed.timing.median_ms
         self._note_provenance(timed.profiles[0] if timed.profiles else None, median)
         for profile in timed.profiles:
-            evidence += [e for e in fallback_evidence(self.reference.profile, profile, median, self.reference.timing.median_ms)
-                         if e not in evidence]
+            found = fallback_evidence(self.reference.profile, profile, median, self.reference.timing.median_ms,
+                                      own_code=self.candidate.kind is not CandidateKind.python)
+            evidence += [e for e in found if e not in evidence]
         return verdicts.of_fallback(evidence)
 
     def _note_provenance(self, profile, median_ms: float) -> None:
