@@ -120,6 +120,20 @@ def test_candidate_page_says_where_the_evaluation_time_went(tmp_path):
     assert "phase-seconds" not in (tmp_path / "c" / page_name(make("plain", Status.ok, 2.0))).read_text()
 
 
+def test_a_speedup_against_the_recalibrated_reference_says_so_and_the_problem_keeps_its_first_timing(tmp_path):
+    """The fastest candidate's speedup may be against the reference timed again just before it;
+    the problem's reference is the one first timed, and the candidate's page says which it used."""
+    recalibrated = timing(0.8).model_copy(update={"stopped": "recalibration"})
+    fast = make("fast", Status.ok, 3.0).model_copy(update={"reference_timing": recalibrated})
+    slow = make("slow", Status.ok, 0.9)
+    render_site(None, [fast, slow], lambda r: None, tmp_path)
+    index = (tmp_path / "index.html").read_text()
+    section = parse(index).find("section", id="p").find("h2").text
+    assert "reference 0.9 ms" in section, section
+    assert "timed again just before this candidate" in (tmp_path / "c" / page_name(fast)).read_text()
+    assert "timed again" not in (tmp_path / "c" / page_name(slow)).read_text()
+
+
 # --- the index at the size of a real run (80 candidates, 21 problems) and at 5,000 -------------
 
 def index_of(results, **kwargs):
