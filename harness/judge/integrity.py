@@ -70,26 +70,23 @@ def compute_ops(profile: Profile) -> set[str]:
     return {op_name(op) for op in profile.ops} - GLUE_OPS
 
 
-def time_share(profile: Profile, counts, call_ms: float | None) -> tuple[float, set[str]]:
+def time_share(profile: Profile, counts, call_ms: float, interpreter_ms: float = 0.0) -> tuple[float, set[str]]:
     """The share of a call's time spent in operators `counts(name)` accepts, and their names. On a
     GPU: the device time of the kernels they launched, over all kernels' device time. On the CPU:
     the time of the outermost such operators, over a call's unprofiled median (`call_ms`; the
     profiler slows a call by more than its operators take when they take microseconds) less the
     time in glue operators (views, copies, allocations: neither the candidate's work nor a
-    library's); or, with `call_ms` None, over the time of all its operators but glue (a forward
-    with no compiled code of its own, whose time outside operators is the interpreter's)."""
+    library's), where up to `interpreter_ms` of the time outside operators is not counted."""
     if profile.kernels:
         total = sum(k.device_ms for k in profile.kernels)
         spent = [(k.device_ms, op_name(k.operator)) for k in profile.kernels
                  if k.operator and counts(op_name(k.operator))]
     else:
         spent = [(ms, op_name(op)) for op, ms in profile.top_op_ms.items() if counts(op_name(op))]
-        if call_ms is None:
-            total = sum(ms for op, ms in profile.top_op_ms.items() if op_name(op) not in GLUE_OPS)
-        else:
-            glue = sum(ms for op, ms in profile.top_op_ms.items() if op_name(op) in GLUE_OPS)
-            call = min(call_ms, profile.elapsed_ms) if call_ms > 0 else profile.elapsed_ms
-            total = max(call - glue, sum(ms for ms, _ in spent))
+        glue = sum(ms for op, ms in profile.top_op_ms.items() if op_name(op) in GLUE_OPS)
+        operators = sum(profile.top_op_ms.values()) - glue
+        call = min(call_ms, profile.elapsed_ms) if call_ms > 0 else profile.elapsed_ms
+        total = operators + max(0.0, call - glue - operators - interpreter_ms)
     return (min(1.0, sum(ms for ms, _ in spent) / total) if total > 0 else 0.0), {name for _, name in spent}
 
 
@@ -113,20 +110,21 @@ def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: fl
     fallback_threshold) goes to the reference's own operators or their library equivalents, or
     to library compute of any family; or it launches the reference's own device kernels. Empty
     if it does not. `call_ms`, `reference_call_ms`: the unprofiled medians. Without `own_code`
-    (no extension, no Triton) the shares on the CPU are of its operators' time: on a problem of
-    microseconds the interpreter and the harness take half of a call (a library matmul measured
-    at 37% to 100% of a 0.058 ms call, against a threshold of 36%), and nothing else it runs
-    can be work of its own."""
+    (no extension, no Triton), its time outside operators counts only beyond the reference's
+    whole call: up to that it is the interpreter's and the harness's (on a problem of
+    microseconds half of a call: a renamed matmul measured at 37% to 100% of a 0.058 ms call,
+    against a threshold of 36%), beyond it Python of its own."""
+    interpreter_ms = 0.0 if own_code else reference_call_ms
     reference_ops = compute_ops(reference) if reference else set()
     families = {f for f in map(_family, reference_ops) if f}
     threshold = fallback_threshold(reference, reference_call_ms) if own_code else FALLBACK_SHARE
-    per_call = call_ms if own_code else None
-    share, names = time_share(candidate, lambda op: op in reference_ops or _family(op) in families, per_call)
+    share, names = time_share(candidate, lambda op: op in reference_ops or _family(op) in families, call_ms,
+                              interpreter_ms)
     evidence = []
     if share > threshold:
         evidence += [f"calls aten::{op}, {_why(op, reference_ops)}" for op in sorted(names)]
         evidence.append(f"{share:.0%} of its time is in the reference's own operators or their library equivalents")
-    library, used = time_share(candidate, lambda op: _family(op) is not None, per_call)
+    library, used = time_share(candidate, lambda op: _family(op) is not None, call_ms, interpreter_ms)
     if library > threshold and not evidence:
         kinds = ", ".join(sorted({_family(op) for op in used}))
         evidence.append(f"{library:.0%} of its time is library {kinds} (more than {threshold:.0%} counts as "
