@@ -237,9 +237,7 @@ class TimingStats(BaseModel):
     clock: Literal["cuda_event", "perf_counter"]
     ci_low_ms: float | None = None  # the median's 95% confidence interval (order statistics)
     ci_high_ms: float | None = None
-    # why timing stopped: converged, time_budget, max_trials, fixed; a reference's "recalibration": timed
-    # again just before the candidate, and faster then (judge/reference.py, speedup_reference)
-    stopped: str | None = None
+    stopped: str | None = None  # why timing stopped: converged, time_budget, max_trials, fixed
 
 
 KernelOrigin = Literal["candidate", "pytorch", "cudnn", "cublas", "torch_compile", "other_library"]
@@ -315,6 +313,7 @@ class Observations(BaseModel):
     trials_passed: int = 0
     timing: TimingStats | None = None
     reference_timing: TimingStats | None = None
+    reference_recalibrated_timing: TimingStats | None = None
     wall_ms_per_call: float | None = None
     reference_wall_ms_per_call: float | None = None
     vouched_median_ms: float | None = None  # the candidate's median as the harness's clock vouches for it
@@ -377,7 +376,10 @@ class Result(BaseModel):
     max_rel_err: float | None = None
     trials_passed: int = 0
     timing: TimingStats | None = None
-    reference_timing: TimingStats | None = None
+    reference_timing: TimingStats | None = None  # the problem's reference, timed once before its candidates
+    # The reference timed again just before this candidate's timing, when that was surely faster
+    # (the machine had drifted): the speedup is against it (judge/reference.py, surely_faster).
+    reference_recalibrated_timing: TimingStats | None = None
     # The harness's own clock around the timed calls, per call, overhead included: a bound on the
     # timings reported from inside the workers.
     wall_ms_per_call: float | None = None
@@ -403,6 +405,11 @@ class Result(BaseModel):
     gpu: int | None = None  # which GPU evaluated it
     protections: list[str] = Field(default_factory=list)  # what confined its evaluation (worker/sandbox.py)
     recorded_at: str | None = None
+
+    @property
+    def speedup_reference_timing(self) -> TimingStats | None:
+        """The reference timing the speedup is against."""
+        return self.reference_recalibrated_timing or self.reference_timing
 
 
 class MachineInfo(BaseModel):

@@ -26,7 +26,7 @@ from . import verdicts
 from .compare import compare_outputs
 from .integrity import fallback_evidence, fingerprint, mutated_inputs, profiled_too_slow
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
-from .reference import Quiet, ReferenceRunner, no_quiet, release_device_cache, speedup_reference, worker_job
+from .reference import Quiet, ReferenceRunner, no_quiet, release_device_cache, surely_faster, worker_job
 from .timer import Timed, Timer, TimingPlan, timing_stats, vouched_median
 
 LOG_TAIL_CHARS = 4000
@@ -241,7 +241,7 @@ class CandidateRun:
         self.observed.timing = timing_stats(measured.reported_ms, self.reference.clock, measured.stopped)
         self.observed.wall_ms_per_call = round(statistics.median(measured.wall_ms), 6)
         self.observed.reference_wall_ms_per_call = round(statistics.median(self.reference.timed.wall_ms), 6)
-        self.observed.reference_timing = speedup_reference(self.reference.timing, recalibration.timing)
+        self.observed.reference_recalibrated_timing = surely_faster(self.reference.timing, recalibration.timing)
         vouched, disagreement = vouched_median(measured, recalibration.overhead_ms, self.config.device)
         if disagreement:
             self.observed.note(Flag.timing_disagrees, disagreement)

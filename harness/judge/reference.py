@@ -24,7 +24,7 @@ DEGENERATE_CHECK_BYTES = 1 << 28  # trial outputs up to this size are also check
 # Reference calls that measure the harness's per-call overhead right before a candidate's timing:
 # as many as fit in a few milliseconds of the reference's time, within bounds (a forger gains the
 # spread of these, so a quick kernel gets more of them), after some that are not counted.
-RECALIBRATION_CALLS = (4, 12)
+RECALIBRATION_CALLS = (4, 24)
 RECALIBRATION_BUDGET_MS = 20.0
 # On a GPU the first call after the reference sat idle is the slowest (on an H100 1.6 to 3 ms
 # against 0.8 to 1.6 ms), and it alone doubled the slack a forger gains. On the CPU it is counted:
@@ -32,6 +32,10 @@ RECALIBRATION_BUDGET_MS = 20.0
 # per call) differs from the reference's by 1 to 2% (the main job flagged one in each of two runs
 # without it).
 UNCOUNTED_CALLS = {"cuda": 1, "cpu": 0}
+# What the reference's own time is taken from: never the first call (on the CPU too it is the
+# slowest, 0.08 against 0.027 ms for a relu), and only from enough calls that an interval below
+# the first timing's is no accident (four calls all fall below the median one time in sixteen).
+UNTIMED_CALLS, SURELY_FASTER_CALLS = 1, 8
 # Held around every timing window with the launcher pids being timed (schedule/quiet.py).
 Quiet = Callable[[list[int]], ContextManager]
 
@@ -54,17 +58,18 @@ class Recalibration:
     """Reference calls timed right before a candidate's timing."""
 
     overhead_ms: list[float]  # per call, what the parent's clock saw beyond the reported time
-    timing: TimingStats  # the reference's own time on those calls
+    timing: TimingStats  # the reference's own time on those calls but the first
 
 
-def speedup_reference(first: TimingStats, now: TimingStats) -> TimingStats:
-    """What a candidate's speedup is against: the reference's first timing, or its recalibration
-    when that is surely faster (its whole interval below the first median). A machine drifts
-    between the two by more than a quick kernel's speedup can be trusted to (a 25 µs operator
-    ran 1.3x faster minutes later on a shared 2-core machine, and a candidate calling it
-    scored 1.6x). Never the other way: a reference slower now, perhaps slowed by what a
-    candidate left running on the GPU, cannot raise a speedup."""
-    return now if now.ci_high_ms is not None and now.ci_high_ms < first.median_ms else first
+def surely_faster(first: TimingStats, now: TimingStats) -> TimingStats | None:
+    """`now` when it is surely faster than `first` (their medians' 95% intervals apart, `now` of
+    enough calls), else None: what a candidate's speedup is against instead of the reference's
+    first timing. A machine drifts between the two by more than a quick kernel's speedup can be trusted to (a 25
+    µs operator ran 1.2x faster minutes later on a shared 2-core machine, and a candidate
+    calling it scored 1.6x). Never the other way: a reference slower now, perhaps slowed by what
+    a candidate left running on the GPU, cannot raise a speedup."""
+    apart = first.ci_low_ms is not None and now.ci_high_ms < first.ci_low_ms
+    return now if apart and now.n >= SURELY_FASTER_CALLS else None
 
 
 class ReferenceFailed(Exception):
@@ -182,7 +187,8 @@ class ReferenceRunner:
         # Only these: the reference's own timing ran when the lane was busier (the next worker
         # booting beside it), and an overhead taken then is larger than a candidate's now.
         return Recalibration(overhead_ms=timed.overhead_ms[uncounted:],
-                             timing=timing_stats(timed.reported_ms[uncounted:], self.clock, "recalibration"))
+                             timing=timing_stats(timed.reported_ms[max(uncounted, UNTIMED_CALLS):], self.clock,
+                                                 timed.stopped))
 
     @contextlib.contextmanager
     def expected(self, seed: int, sizes: dict[str, int] | None = None,

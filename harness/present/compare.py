@@ -41,7 +41,7 @@ def speedup_range(result: Result) -> tuple[float, float] | None:
     interval = speedup_interval(result)
     if interval is not None:
         return interval
-    mine, reference = result.timing, result.reference_timing
+    mine, reference = result.timing, result.speedup_reference_timing
     if mine is None or reference is None or not mine.median_ms - mine.iqr_ms / 2 > 0:
         return None
     return ((reference.median_ms - reference.iqr_ms / 2) / (mine.median_ms + mine.iqr_ms / 2),

@@ -51,7 +51,7 @@ def to_csv(results: list[Result]) -> str:
             "flags": ";".join(f.value for f in r.flags), "phase": r.phase, "kind": r.kind.value if r.kind else None,
             "max_abs_err": r.max_abs_err, "max_rel_err": r.max_rel_err,
             "median_ms": r.timing.median_ms if r.timing else None, "iqr_ms": r.timing.iqr_ms if r.timing else None,
-            "reference_median_ms": r.reference_timing.median_ms if r.reference_timing else None,
+            "reference_median_ms": r.speedup_reference_timing.median_ms if r.speedup_reference_timing else None,
             "candidate_hash": r.candidate_hash, "problem_hash": r.problem_hash,
         })
     return buffer.getvalue()
@@ -96,7 +96,7 @@ def kernelbench_sample(r: Result, sample_id: int, device_name: str) -> dict:
         "runtime": timing.mean_ms if timing else -1.0,
         "runtime_stats": {"mean": timing.mean_ms, "median": timing.median_ms, "min": timing.min_ms, "max": timing.max_ms,
                           "num_trials": timing.n, "hardware": device_name} if timing else {},
-        "ref_runtime": r.reference_timing.mean_ms if r.reference_timing else -1.0,
+        "ref_runtime": r.speedup_reference_timing.mean_ms if r.speedup_reference_timing else -1.0,
     }
 
 

@@ -81,22 +81,15 @@ class ProblemRow(BaseModel):
     near_misses: int
 
 
-def problem_reference_ms(results: list[Result]) -> float | None:
-    """The problem's reference median as first timed; a candidate's own may be its recalibration
-    (timed again just before it, when the machine had drifted faster)."""
-    timings = [r.reference_timing for r in results if r.reference_timing]
-    first = [t for t in timings if t.stopped != "recalibration"]
-    return (first or timings)[0].median_ms if timings else None
-
-
 def overview(groups: list[tuple[str, list[Result]]]) -> list[ProblemRow]:
     rows = []
     for problem, results in groups:
         attempted = [r for r in results if r.status is not Status.skipped]
         correct = [r for r in attempted if r.status is Status.ok]
         counts = Counter(r.status for r in results)
+        reference = next((r.reference_timing.median_ms for r in results if r.reference_timing), None)
         rows.append(ProblemRow(problem=problem, attempted=len(attempted), correct=len(correct),
-                               best=max(correct, key=finite_speedup, default=None), reference_ms=problem_reference_ms(results),
+                               best=max(correct, key=finite_speedup, default=None), reference_ms=reference,
                                verdicts=[(s.value, counts[s]) for s in Status if counts[s]],
                                near_misses=sum(Flag.near_miss in r.flags for r in results)))
     return rows
@@ -215,7 +208,7 @@ def cause_counts(results: list[Result]) -> list[tuple[str, int]]:
 
 
 def timing_series(result: Result) -> list[tuple[str, TimingStats | None, str]]:
-    return [("candidate", result.timing, "#3b6fd8"), ("reference", result.reference_timing, "#6b7385"),
+    return [("candidate", result.timing, "#3b6fd8"), ("reference", result.speedup_reference_timing, "#6b7385"),
             ("reference, default math", result.reference_default_math_timing, "#b07cc6")]
 
 
@@ -261,6 +254,6 @@ def render_index(run: RunInfo | None, results: list[Result], group_by: re.Patter
     return (env or environment()).get_template("index.html.j2").render(
         run=run, summary=summarize_run(results), problems=problems, overview=overview(problems),
         generators=generator_table(results, group_by), statuses=list(Status), chart=speedup_histogram_svg(results),
-        page_name=page_name, shown_name=shown_name, problem_reference_ms=problem_reference_ms, causes=cause_counts(results), interval=speedup_interval,
+        page_name=page_name, shown_name=shown_name, causes=cause_counts(results), interval=speedup_interval,
         group_by=group_by.pattern if group_by else None, degenerate=degenerate_problems(results),
     )

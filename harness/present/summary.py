@@ -68,7 +68,7 @@ def finite_speedup(result: Result) -> float:
 
 def speedup_interval(result: Result) -> tuple[float, float] | None:
     """The speedups the two medians' 95% intervals allow (None where the timing gives none)."""
-    mine, reference = result.timing, result.reference_timing
+    mine, reference = result.timing, result.speedup_reference_timing
     if mine is None or reference is None or None in (mine.ci_low_ms, mine.ci_high_ms, reference.ci_low_ms,
                                                      reference.ci_high_ms) or not mine.ci_low_ms > 0:
         return None

@@ -71,11 +71,18 @@ def test_rejections_say_why_in_one_line(judged):
     assert any("batch_size=33" in line for line in judged["tiny_relu/shape_specialized.py"]["evidence"])
 
 
+def timed_ms(result):
+    """The time its speedup is for (what the harness's clock vouches for), free of which reference
+    timing the speedup is against."""
+    reference = result["reference_recalibrated_timing"] or result["reference_timing"]
+    return reference["median_ms"] / result["speedup"]
+
+
 def test_patched_clocks_and_background_load_do_not_change_the_numbers(judged):
-    honest = judged["tiny_relu/honest_twin.py"]["speedup"]
+    honest = timed_ms(judged["tiny_relu/honest_twin.py"])
     for name in ("tiny_relu/patched_clock.py", "tiny_relu/threads.py"):
         assert judged[name]["timing"]["median_ms"] >= 2.0
-        assert 0.3 < judged[name]["speedup"] / honest < 1.4, name  # no gain; a busy thread slows its own calls
+        assert 0.3 < honest / timed_ms(judged[name]) < 1.4, name  # no gain; a busy thread slows its own calls
 
 
 def test_forged_timings_gain_nothing(judged):
@@ -97,16 +104,15 @@ def test_caches_of_predictable_inputs_gain_nothing(judged):
     for cheat, honest in (("tiny_relu/roll_cache.py", "tiny_relu/honest_twin.py"),
                           ("tiny_mse/cached_scalar.py", "tiny_mse/honest_mse.py")):
         assert judged[cheat]["timing"]["median_ms"] >= 2.0, cheat  # it did the work on every call
-        assert 0.6 < judged[cheat]["speedup"] / judged[honest]["speedup"] < 1.6, cheat
+        assert 0.6 < timed_ms(judged[honest]) / timed_ms(judged[cheat]) < 1.6, cheat
 
 
 def test_a_candidate_that_tells_the_profiler_apart_gains_nothing(judged):
     """Watched, it runs its own arithmetic; unwatched, the reference's operator. Caught when its
     watched path is slower than the profiler explains; otherwise it runs at the reference's own
     speed: calling the reference cannot beat it (docs/threat-model.md). Its speedup is against the
-    reference timed again just before it when the machine has drifted faster since (a 25 µs
-    operator timed minutes apart: 1.62x once against the first timing); 0.75x to 1.04x in eight
-    runs on a shared 2-core machine."""
+    reference timed again just before it when the machine has surely drifted faster since (a 25
+    µs operator timed minutes apart: 1.62x once against the first timing)."""
     aware = judged["tiny_relu/profiler_aware.py"]
     assert aware["status"] == "rejected" or aware["speedup"] < 1.6, (aware["status"], aware["speedup"])
     assert judged["tiny_relu/watched_slow.py"]["status"] == "rejected"

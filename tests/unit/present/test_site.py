@@ -7,6 +7,8 @@ import random
 import re
 import time
 
+import pytest
+
 from harness.present.export import to_csv
 from harness.records import Flag, Result, Status, TimingStats
 from harness.present.compare import compare_runs, describe_changes, render_compare
@@ -120,18 +122,19 @@ def test_candidate_page_says_where_the_evaluation_time_went(tmp_path):
     assert "phase-seconds" not in (tmp_path / "c" / page_name(make("plain", Status.ok, 2.0))).read_text()
 
 
-def test_a_speedup_against_the_recalibrated_reference_says_so_and_the_problem_keeps_its_first_timing(tmp_path):
-    """The fastest candidate's speedup may be against the reference timed again just before it;
-    the problem's reference is the one first timed, and the candidate's page says which it used."""
-    recalibrated = timing(0.8).model_copy(update={"stopped": "recalibration"})
-    fast = make("fast", Status.ok, 3.0).model_copy(update={"reference_timing": recalibrated})
+def test_a_speedup_against_the_reference_timed_again_says_so(tmp_path):
+    """The problem's reference stays the one first timed; a candidate whose speedup is against
+    the reference timed again just before it says so, and its interval and chart use that one."""
+    fast = make("fast", Status.ok, 3.0).model_copy(update={
+        "timing": interval_timing(0.25, 0.05), "reference_timing": interval_timing(3.0, 0.1),
+        "reference_recalibrated_timing": interval_timing(0.8, 0.1)})
     slow = make("slow", Status.ok, 0.9)
     render_site(None, [fast, slow], lambda r: None, tmp_path)
-    index = (tmp_path / "index.html").read_text()
-    section = parse(index).find("section", id="p").find("h2").text
-    assert "reference 0.9 ms" in section, section
-    assert "timed again just before this candidate" in (tmp_path / "c" / page_name(fast)).read_text()
-    assert "timed again" not in (tmp_path / "c" / page_name(slow)).read_text()
+    page = (tmp_path / "c" / page_name(fast)).read_text()
+    assert re.search(r'<dd id="reference-recalibrated">0\.8\d* ms \(n = 30\): surely faster', page), page
+    assert "reference-recalibrated" not in (tmp_path / "c" / page_name(slow)).read_text()
+    assert speedup_interval(fast) == pytest.approx((0.7 / 0.3, 0.9 / 0.2))  # its reference's interval, not the first's
+    assert "reference 3 ms" in parse((tmp_path / "index.html").read_text()).find("section", id="p").find("h2").text
 
 
 # --- the index at the size of a real run (80 candidates, 21 problems) and at 5,000 -------------
