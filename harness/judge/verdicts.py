@@ -229,7 +229,8 @@ def result(subject: Subject, verdict: Verdict, observed: Observations) -> Result
         return speedup(reference.median_ms, observed.vouched_median_ms)
 
     return Result(
-        **subject.model_dump(), status=verdict.status, speedup=against(observed.reference_recalibrated_timing or observed.reference_timing),
+        **subject.model_dump(), status=verdict.status,
+        speedup=against(observed.reference_recalibrated_timing or observed.reference_timing),
         speedup_default_math=against(observed.reference_default_math_timing), error=verdict.error,
         flags=observed.flags + [f for f in verdict.flags if f not in observed.flags],
         phase=None if ok else verdict.phase or observed.phase,
