@@ -16,8 +16,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 # The version of one record in results.jsonl (and of the JSON kept per result in the database).
-# The database schema has its own number (store.DATABASE_SCHEMA_VERSION).
-RESULT_SCHEMA_VERSION = 1
+# The database schema has its own number (store.DATABASE_SCHEMA_VERSION). 2: reference_recalibrated_timing,
+# and a speedup against it when it is set.
+RESULT_SCHEMA_VERSION = 2
 
 Precision = Literal["fp32", "fp16", "bf16"]
 Baseline = Literal["eager", "compile"]
