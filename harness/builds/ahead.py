@@ -16,6 +16,7 @@ from ..worker.parent import REAL_TIME, Pace, Placement, StopReason, Worker, Work
 from ..worker.protocol import WorkerJob
 from .cache import BuildCache, BuildOutcome, BuildStatus, key_lock
 from .compiler_log import is_build_failure
+from .header import variant_for
 
 
 def build_ahead(candidate: Candidate, problem: Problem, config: EvalConfig, cache: BuildCache, placement: Placement,
@@ -40,7 +41,7 @@ def _run_build_worker(candidate: Candidate, problem: Problem, config: EvalConfig
     key_dir = cache.key_dir(candidate.code_hash)
     job = WorkerJob(role="build", problem_path="", device=config.device, precision=config.precision,
                     init_seed=config.seed)
-    header = _header_path(cache, placement, pace) if candidate.kind is CandidateKind.cpp else {}
+    header = _header_path(cache, placement, pace, candidate.code or "") if candidate.kind is CandidateKind.cpp else {}
     hidden = placement.model_copy(update={"env": placement.env | {"CUDA_VISIBLE_DEVICES": ""} | header})
     began = time.monotonic()
     with Worker(hidden, role="build", device=config.device, timeout_s=config.build_timeout_s, key_dir=key_dir,
@@ -68,11 +69,13 @@ def _run_build_worker(candidate: Candidate, problem: Problem, config: EvalConfig
                             protections=worker.protections)
 
 
-def _header_path(cache: BuildCache, placement: Placement, pace: Pace) -> dict[str, str]:
-    """CPATH naming the precompiled torch header first, made if need be (builds/header.py). For C++
-    CPU builds only: a CUDA build's time is its nvcc compile, which the header does not shorten,
-    and making it first would delay a cold GPU run's builds (one that did took 179 s on the H100)."""
-    header = cache.headers.ready(placement.env, pace) if cache.headers is not None else None
+def _header_path(cache: BuildCache, placement: Placement, pace: Pace, code: str) -> dict[str, str]:
+    """CPATH naming the precompiled torch header first, in the variant the candidate's code asks
+    for, made if need be (builds/header.py). For C++ CPU builds only: a CUDA build's time is its
+    nvcc compile, which the header does not shorten, and making it first would delay a cold GPU
+    run's builds (one that did took 179 s on the H100)."""
+    variant = variant_for(code)
+    header = cache.headers.ready(placement.env, pace, variant) if cache.headers is not None and variant else None
     if header is None:
         return {}
     return {"CPATH": os.pathsep.join(filter(None, [str(header), placement.env.get("CPATH")]))}

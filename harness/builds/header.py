@@ -5,17 +5,22 @@ most of a CPU extension's compile: on a 2-core box the relu candidate's main.cpp
 13 to 21 s with the header precompiled. The harness makes the header itself, never a worker (a
 header a candidate could write would be compiled into every later build), under
 `<cache_home>/harness/headers/<digest>/`: a copy of extension.h with `extension.h.gch/` beside it,
-one file per flag variant. A build worker gets that directory as CPATH, which g++ searches before
-torch's -isystem directories, and may read it.
+one directory per flag variant, made when the first build that asks for it needs it (a 2-core
+run of -O3 candidates then spends one core, not two, on headers for its first minute). A build
+worker gets the directory of its candidate's variant as CPATH, which g++ searches before torch's
+-isystem directories, and may read it.
 
 GCC takes a .gch only when it was made with the compile's own flags (it checks, and otherwise
-reads the plain copy of the header), so a candidate with other flags, or a compiler that is not
-GCC, compiles exactly as before: never another binary, at worst no faster. The flags are those
-torch's own ninja writer gives main.cpp, less the extension's name, which the header never reads.
+reads the plain copy of the header), so a candidate with other flags, one whose flags were read
+wrongly from its code, or a compiler that is not GCC, compiles exactly as before: never another
+binary, at worst no faster. The flags are those torch's own ninja writer gives main.cpp, less the
+extension's name, which the header never reads. Only the variants below are ever made: a
+candidate's own flags never reach a compile the harness runs unconfined.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import hashlib
@@ -30,12 +35,31 @@ from pathlib import Path
 
 from ..worker.parent import Pace
 
-# The flags load_inline calls give main.cpp most often: none and -O3. Each variant is a ~0.8 GB file and about 35-60 s of one core to make.
+# The flags load_inline calls give main.cpp most often: none and -O3. Each variant is a ~0.8 GB
+# file and about 35-65 s of one core to make.
 VARIANTS = {"plain": [], "O3": ["-O3"]}
 READY, FAILED, LOCK = "ready", "failed", ".lock"
 HEADER = Path("torch") / "extension.h"
 PROBE_NAME = "harness_header_probe"
 MAKE_TIMEOUT_S = 900
+
+
+def variant_for(code: str) -> str | None:
+    """The variant a C++ candidate's load_inline calls compile with, read from its code (never run):
+    every `extra_cflags=` a literal list equal to one variant's flags, or none at all ("plain");
+    None for anything else (no header: it compiles as it would without one)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    given = [keyword.value for node in ast.walk(tree) if isinstance(node, ast.Call)
+             for keyword in node.keywords if keyword.arg == "extra_cflags"]
+    try:
+        flags = {tuple(ast.literal_eval(value)) for value in given} or {()}
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
+    names = [name for name, variant in VARIANTS.items() if {tuple(variant)} == flags]
+    return names[0] if names else None
 
 
 def header_root(cache_home: str) -> Path:
@@ -91,13 +115,14 @@ class PrecompiledHeader:
     def __init__(self, root: Path):
         self.root = root
 
-    def ready(self, env: dict[str, str], pace: Pace) -> Path | None:
-        """The directory to put first on a build worker's CPATH, made if need be; None when this
-        toolchain cannot have one (not GCC, torch's flags unknown, the compiler failed on it)."""
-        plan = self._plan(env)
+    def ready(self, env: dict[str, str], pace: Pace, variant: str) -> Path | None:
+        """The directory to put first on a build worker's CPATH for a candidate compiled with
+        `variant`'s flags, made if need be; None when this toolchain cannot have one (not GCC,
+        torch's flags unknown, the compiler failed on it)."""
+        plan = self._plan(env, variant)
         if plan is None:
             return None
-        digest, compiler, variants = plan
+        digest, compiler, flags = plan
         made = self.root / digest
         if (made / READY).exists():
             return made
@@ -107,28 +132,25 @@ class PrecompiledHeader:
                 return made
             if (self.root / f"{digest}.{FAILED}").exists():
                 return None
-            return self._make(made, compiler, variants, env, pace)
+            return self._make(made, compiler, {variant: flags}, env, pace)
 
-    def _plan(self, env: dict[str, str]) -> tuple[str, list[str], dict[str, list[str]]] | None:
-        """(digest, compiler, each variant's flags): the digest covers all that shapes the header."""
-        variants = {}
-        compiler: list[str] = []
-        for name, extra in VARIANTS.items():
-            found = torch_compile(extra)
-            if found is None:
-                return None
-            compiler, variants[name] = found
+    def _plan(self, env: dict[str, str], variant: str) -> tuple[str, list[str], list[str]] | None:
+        """(digest, compiler, the variant's flags): the digest covers all that shapes the header."""
+        found = torch_compile(VARIANTS[variant])
+        if found is None:
+            return None
+        compiler, flags = found
         version = _is_gcc(compiler, env)
         if version is None:
             return None
         header = _torch_header()
-        payload = repr((compiler, version, sorted(variants.items()), str(header), header.read_bytes()))
-        return hashlib.sha256(payload.encode()).hexdigest()[:24], compiler, variants
+        payload = repr((compiler, version, variant, flags, str(header), header.read_bytes()))
+        return hashlib.sha256(payload.encode()).hexdigest()[:24], compiler, flags
 
     def _make(self, made: Path, compiler: list[str], variants: dict[str, list[str]], env: dict[str, str],
               pace: Pace) -> Path | None:
-        """Compile every variant at once beside a copy of the header, then move the whole
-        directory into place: a reader sees no header or a complete one."""
+        """Compile the variants beside a copy of the header, then move the whole directory into
+        place: a reader sees no header or a complete one."""
         partial = Path(tempfile.mkdtemp(prefix=f".{made.name}.", dir=self.root))
         try:
             copy = partial / HEADER

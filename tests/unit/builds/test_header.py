@@ -1,5 +1,6 @@
-"""The precompiled torch header: made once per toolchain by the harness, shared by runs and
-threads, found by g++ for torch's own compile flags, and skipped where it cannot help."""
+"""The precompiled torch header: made once per toolchain and flag variant by the harness, only
+for the variants candidates ask for, shared by runs and threads, found by g++ for torch's own
+compile flags, and skipped where it cannot help."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.builds.header import FAILED, HEADER, VARIANTS, PrecompiledHeader, header_root, torch_compile
+from harness.builds.header import FAILED, HEADER, PrecompiledHeader, header_root, torch_compile, variant_for
 from harness.worker.parent import REAL_TIME
 
 FAKE_GCC = """#!/bin/sh
@@ -46,35 +47,51 @@ def test_torch_flags_are_main_cpps_less_the_extension_name():
     assert optimized == plain + ["-O3"]
 
 
-def test_made_once_with_every_variant_beside_a_copy_of_the_header(tmp_path, monkeypatch):
+def test_made_once_per_variant_asked_for_beside_a_copy_of_the_header(tmp_path, monkeypatch):
     calls = fake_compiler(tmp_path, monkeypatch)
     headers = PrecompiledHeader(header_root(str(tmp_path / "cache")))
-    made = headers.ready({"PATH": "/usr/bin:/bin"}, REAL_TIME)
+    made = headers.ready({"PATH": "/usr/bin:/bin"}, REAL_TIME, "O3")
     assert made is not None and (made / HEADER).is_file()
-    assert sorted(p.name for p in (made / f"{HEADER}.gch").iterdir()) == sorted(f"{v}.gch" for v in VARIANTS)
-    assert headers.ready({"PATH": "/usr/bin:/bin"}, REAL_TIME) == made and compiles(calls) == len(VARIANTS)
+    assert [p.name for p in (made / f"{HEADER}.gch").iterdir()] == ["O3.gch"]  # only what was asked for
+    assert headers.ready({"PATH": "/usr/bin:/bin"}, REAL_TIME, "O3") == made and compiles(calls) == 1
+    plain = headers.ready({"PATH": "/usr/bin:/bin"}, REAL_TIME, "plain")
+    assert plain != made and [p.name for p in (plain / f"{HEADER}.gch").iterdir()] == ["plain.gch"]
+    assert compiles(calls) == 2
     assert [p.name for p in made.parent.iterdir() if p.name.startswith(".")] == []  # no partial dir left
+
+
+@pytest.mark.parametrize("code, variant", [
+    ('load_inline(name="a", cpp_sources=s, functions=["f"])', "plain"),
+    ('load_inline(name="a", cpp_sources=s, functions=["f"], extra_cflags=["-O3"])', "O3"),
+    ('a = load_inline(extra_cflags=["-O3"])\nb = load_inline(extra_cflags=("-O3",))', "O3"),
+    ('load_inline(name="a", extra_cflags=["-O3", "-march=native"])', None),  # no such variant: none
+    ('a = load_inline(extra_cflags=["-O3"])\nb = load_inline(extra_cflags=[])', None),  # two variants
+    ('load_inline(name="a", extra_cflags=FLAGS)', None),  # not a literal: not guessed
+    ("def broken(:\n", None),
+])
+def test_the_variant_is_read_from_the_candidates_load_inline_calls(code, variant):
+    assert variant_for(code) == variant
 
 
 def test_threads_that_need_it_at_once_make_it_once(tmp_path, monkeypatch):
     calls = fake_compiler(tmp_path, monkeypatch)
     headers = PrecompiledHeader(tmp_path / "headers")
     found = []
-    threads = [threading.Thread(target=lambda: found.append(headers.ready({"PATH": "/usr/bin:/bin"}, REAL_TIME)))
+    threads = [threading.Thread(target=lambda: found.append(headers.ready({"PATH": "/usr/bin:/bin"}, REAL_TIME, "O3")))
                for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(set(found)) == 1 and None not in found and compiles(calls) == len(VARIANTS)
+    assert len(set(found)) == 1 and None not in found and compiles(calls) == 1
 
 
 def test_a_compiler_that_fails_on_it_is_not_asked_again(tmp_path, monkeypatch):
     calls = fake_compiler(tmp_path, monkeypatch, fail=True)
     headers = PrecompiledHeader(tmp_path / "headers")
-    assert headers.ready({"PATH": "/usr/bin:/bin"}, REAL_TIME) is None
+    assert headers.ready({"PATH": "/usr/bin:/bin"}, REAL_TIME, "plain") is None
     tried = compiles(calls)
-    assert headers.ready({"PATH": "/usr/bin:/bin"}, REAL_TIME) is None and compiles(calls) == tried
+    assert headers.ready({"PATH": "/usr/bin:/bin"}, REAL_TIME, "plain") is None and compiles(calls) == tried
     [failed] = (tmp_path / "headers").glob(f"*.{FAILED}")
     assert "fatal error: broken" in failed.read_text()
     assert not [p for p in (tmp_path / "headers").iterdir() if p.is_dir()]
@@ -82,7 +99,7 @@ def test_a_compiler_that_fails_on_it_is_not_asked_again(tmp_path, monkeypatch):
 
 def test_no_header_for_a_compiler_that_is_not_gcc(tmp_path, monkeypatch):
     calls = fake_compiler(tmp_path, monkeypatch, version="clang version 17.0.0")
-    assert PrecompiledHeader(tmp_path / "headers").ready({"PATH": "/usr/bin:/bin"}, REAL_TIME) is None
+    assert PrecompiledHeader(tmp_path / "headers").ready({"PATH": "/usr/bin:/bin"}, REAL_TIME, "plain") is None
     assert compiles(calls) == 0
 
 
@@ -93,7 +110,7 @@ def test_gcc_takes_it_for_torchs_own_flags_whatever_the_extension_name(tmp_path,
     another extension name than the probe's."""
     monkeypatch.delenv("CXX", raising=False)
     made = PrecompiledHeader(header_root(str(cache_home))).ready(
-        {"PATH": "/usr/local/bin:/usr/bin:/bin"}, REAL_TIME)
+        {"PATH": "/usr/local/bin:/usr/bin:/bin"}, REAL_TIME, "O3")
     if made is None:
         pytest.skip("the compiler here is not GCC")
     compiler, flags = torch_compile(["-O3"])
