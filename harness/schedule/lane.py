@@ -1,6 +1,7 @@
 """A lane: one placement (one GPU, or the CPU) that evaluates candidates one at a time, keeping
 the reference worker of the problem at hand for the next candidate of the same problem, and the
-next worker booted ahead (confined, torch imported) while the current candidate is judged."""
+next worker booted ahead (confined, torch imported) while the current candidate is judged. On a
+CPU run, a lane with nothing to judge yet starts the references of problems still building."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from ..records import Candidate, EvalConfig, Observations, Problem, Result, Subj
 from ..worker.parent import REAL_TIME, Pace, Placement, Worker
 from ..worker.protocol import Peaks
 
+# References a lane starts ahead, before their problem's first candidate is ready. None on a GPU,
+# where each would hold device memory beside the one in use (and where it is not yet measured).
+PREPARED_REFERENCES = {"cpu": 6, "cuda": 0}
+
 
 class Lane:
     """Use as a context manager: leaving it closes the reference worker it holds."""
@@ -30,6 +35,7 @@ class Lane:
         self.reference_failures = reference_failures  # problem id -> reason, shared by a run's lanes
         self.quiet, self.boot_cpus, self.pace = quiet, boot_cpus, pace
         self.reference: ReferenceRunner | None = None
+        self.prepared: dict[str, ReferenceRunner] = {}  # started ahead, by problem
         self.peaks: Peaks | None = None  # this GPU's peak rates, measured by the lane's first reference
         # Booting ahead needs namespaces: without them a worker must know its key dir when it boots.
         self.spare_count = spares if placement.sandbox.namespaces else 0
@@ -40,6 +46,8 @@ class Lane:
 
     def __exit__(self, *exc_info) -> None:
         self._drop_reference()
+        for reference in self.prepared.values():
+            reference.close()
         while self.spares:
             self.spares.popleft().discard()  # never given a job: nothing of a candidate's to wind down
 
@@ -71,7 +79,7 @@ class Lane:
         if self.reference is not None and self.reference.problem.id != problem.id:
             self._drop_reference()
         if problem.id not in self.reference_failures and self.reference is None:
-            self._start_reference(problem)
+            self.reference = self.prepared.pop(problem.id, None) or self._started_reference(problem)
         if problem.id in self.reference_failures:
             verdict = verdicts.reference_failed(self.reference_failures[problem.id])
             return verdicts.result(subject, verdict, Observations(gpu=self.placement.gpu))
@@ -84,12 +92,30 @@ class Lane:
             self._drop_reference()
             return run.reference_died(str(failed).splitlines()[0])
 
-    def _start_reference(self, problem: Problem) -> None:
-        self.reference = ReferenceRunner(problem, self.config, self.cache.key_dir(problem.source_hash), self.placement,
-                                         peaks=self.peaks, worker=self._worker(), quiet=self.quiet)
+    @property
+    def references_held(self) -> set[str]:
+        return set(self.prepared) | ({self.reference.problem.id} if self.reference is not None else set())
+
+    @property
+    def can_prepare(self) -> bool:
+        return len(self.prepared) < PREPARED_REFERENCES[self.config.device]
+
+    def prepare(self, problem: Problem) -> None:
+        """Start the problem's reference ahead of its first candidate."""
+        if problem.id not in self.reference_failures and problem.id not in self.references_held:
+            reference = self._started_reference(problem)
+            if reference is not None:
+                self.prepared[problem.id] = reference
+
+    def _started_reference(self, problem: Problem) -> ReferenceRunner | None:
+        """The problem's reference, started; None when it failed (recorded in reference_failures)."""
+        reference = ReferenceRunner(problem, self.config, self.cache.key_dir(problem.source_hash), self.placement,
+                                    peaks=self.peaks, worker=self._worker(), quiet=self.quiet)
         try:
-            self.reference.start()
-            self.peaks = self.peaks or self.reference.peaks
+            reference.start()
         except ReferenceFailed as failed:
             self.reference_failures.setdefault(problem.id, f"not judged: the {str(failed).splitlines()[0]}")
-            self._drop_reference()
+            reference.close()
+            return None
+        self.peaks = self.peaks or reference.peaks
+        return reference

@@ -13,6 +13,7 @@ caller stores them (one thread owns the database).
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import os
@@ -20,6 +21,7 @@ import queue
 import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 from ..builds.ahead import build_ahead
 from ..judge.candidate import judged_by_build
@@ -28,6 +30,12 @@ from ..worker.parent import Placement, stop_run
 from .lane import Lane
 from .plan import ActiveSet, RunPlan, diagnosed
 from .quiet import QuietGate
+
+
+class StartAhead(NamedTuple):
+    """From take: nothing is ready, and this problem's reference can be started meanwhile."""
+
+    problem_id: str
 
 
 class ReadyQueue:
@@ -39,29 +47,47 @@ class ReadyQueue:
         self._order = problem_order
         self._items: dict[str, list] = {pid: [] for pid in problem_order}
         self._expected = expected  # items still to be put (math.inf: a stream, open until stopped)
+        self._coming: collections.Counter[str] = collections.Counter()  # admitted, not put yet, by problem
         self._held: dict[int, str] = {}  # lane -> problem
         self._cond = threading.Condition()
         self._stopped = False
+
+    def admit(self, problem_id: str) -> None:
+        """An item of this problem will be put (or given up on) later."""
+        with self._cond:
+            self._coming[problem_id] += 1
+            self._cond.notify_all()
 
     def put(self, problem_id: str, item) -> None:
         with self._cond:
             self._items[problem_id].append(item)
             self._expected -= 1
+            self._coming[problem_id] -= 1
             self._cond.notify_all()
 
-    def expect_fewer(self) -> None:
+    def expect_fewer(self, problem_id: str) -> None:
         """One expected item will never come (its verdict needed no lane)."""
         with self._cond:
             self._expected -= 1
+            self._coming[problem_id] -= 1
             self._cond.notify_all()
+
+    def _upcoming(self, lane: int, skip: set[str]) -> str | None:
+        """The first problem with items still to come and none ready, held by no other lane and
+        not in `skip`."""
+        held_elsewhere = {pid for other, pid in self._held.items() if other != lane}
+        return next((pid for pid in self._order if self._coming[pid] > 0 and not self._items[pid]
+                     and pid not in held_elsewhere and pid not in skip), None)
 
     def stop(self) -> None:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
 
-    def take(self, lane: int):
-        """The next item for this lane, or None once there is no more work."""
+    def take(self, lane: int, ahead: set[str] | None = None):
+        """The next item for this lane, or None once there is no more work. With `ahead` (the
+        problems whose references the lane holds), StartAhead while none is ready and another
+        problem's items are still to come."""
         with self._cond:
             while not self._stopped:
                 problem_id = self._choose(lane)
@@ -70,6 +96,8 @@ class ReadyQueue:
                     return self._items[problem_id].pop(0)
                 if self._expected <= 0:
                     return None
+                if ahead is not None and (coming := self._upcoming(lane, ahead)) is not None:
+                    return StartAhead(coming)
                 self._cond.wait()
             return None
 
@@ -191,6 +219,8 @@ class Pipeline:
         to_build = [c for c in runnable if c.kind.built_ahead]
         self.builds_total += len(to_build)
         for candidate in runnable:
+            self._ready.admit(candidate.problem_id)
+        for candidate in runnable:
             if not candidate.kind.built_ahead:
                 self._ready.put(candidate.problem_id, (candidate, None))
         self._start_builds(to_build)
@@ -238,7 +268,7 @@ class Pipeline:
                               lambda: self.active.running(candidate.rel_path), self.gate)
         decided = judged_by_build(Subject.of(self.plan.run_id, candidate, problem), candidate, self.plan.config, outcome)
         if decided is not None:
-            self._ready.expect_fewer()
+            self._ready.expect_fewer(candidate.problem_id)
             self._emit(decided, candidate)
         else:
             self._ready.put(candidate.problem_id, (candidate, outcome))
@@ -250,9 +280,17 @@ class Pipeline:
             os.sched_setaffinity(0, placement.cpus)
         with Lane(plan.config, plan.run_id, placement, plan.cache, self._reference_failures,
                   self.gate.quiet, plan.resources.build_cpus, self.gate, plan.resources.spares) as judge:
-            while (item := self._ready.take(lane)) is not None:
+            while (item := self._next(lane, judge)) is not None:
                 candidate, outcome = item
                 result = judge.judge(plan.problems[candidate.problem_id], candidate, outcome,
                                      lambda: self.active.running(candidate.rel_path))
                 self._emit(result, candidate)
+
+    def _next(self, lane: int, judge: Lane):
+        """The lane's next candidate; while none is ready, it starts the references of problems
+        whose candidates are still building (on a cold CPU run, beside the torch header's compile)."""
+        while isinstance(item := self._ready.take(lane, judge.references_held if judge.can_prepare else None),
+                         StartAhead):
+            judge.prepare(self.plan.problems[item.problem_id])
+        return item
 

@@ -6,7 +6,7 @@ import threading
 import time
 
 from harness.records import Result, Status
-from harness.schedule.local import Outbox, ReadyQueue
+from harness.schedule.local import Outbox, ReadyQueue, StartAhead
 
 
 def test_lane_keeps_to_its_problem_and_idle_lanes_take_another():
@@ -24,15 +24,42 @@ def test_lane_keeps_to_its_problem_and_idle_lanes_take_another():
 
 def test_lane_waits_for_a_build_then_stops_when_nothing_is_left():
     ready = ReadyQueue(["a"], expected=2)
+    ready.admit("a"), ready.admit("a")
     taken = []
     lane = threading.Thread(target=lambda: taken.extend([ready.take(0), ready.take(0)]))
     lane.start()
     time.sleep(0.2)
     assert taken == []
     ready.put("a", "built")
-    ready.expect_fewer()  # the other build failed: its verdict needs no lane
+    ready.expect_fewer("a")  # the other build failed: its verdict needs no lane
     lane.join(timeout=5)
     assert taken == ["built", None]
+
+
+def test_a_waiting_lane_hears_of_candidates_admitted_meanwhile():
+    ready = ReadyQueue(["a"], expected=1)
+    taken = []
+    lane = threading.Thread(target=lambda: taken.append(ready.take(0, ahead=set())))
+    lane.start()
+    time.sleep(0.2)
+    assert taken == []
+    ready.admit("a")  # its build starts: the lane may start a's reference meanwhile
+    lane.join(timeout=5)
+    assert taken == [StartAhead("a")]
+
+
+def test_a_lane_with_nothing_ready_starts_the_references_of_problems_still_building():
+    ready = ReadyQueue(["a", "b", "c"], expected=3)
+    for problem in ("a", "b", "c"):
+        ready.admit(problem)
+    assert ready.take(0, ahead=set()) == StartAhead("a")
+    assert ready.take(0, ahead={"a"}) == StartAhead("b")  # a's reference is started already
+    ready.put("b", "b1")
+    assert ready.take(1) == "b1"
+    assert ready.take(0, ahead={"a"}) == StartAhead("c")  # b has nothing more to come
+    ready.expect_fewer("c")  # c's only build failed: no reference to start
+    ready.put("a", "a1")
+    assert ready.take(0, ahead={"a"}) == "a1" and ready.take(0, ahead={"a"}) is None
 
 
 def crash(candidate: str) -> Result:

@@ -1,0 +1,67 @@
+"""A lane's references started ahead: kept by problem until their first candidate, never more
+than the device allows, a failed start remembered as the problem's, all closed with the lane."""
+
+import pytest
+
+from harness.builds.cache import BuildCache
+from harness.judge.reference import ReferenceFailed
+from harness.records import EvalConfig, Problem
+from harness.schedule import lane as lane_module
+from harness.schedule.lane import PREPARED_REFERENCES, Lane
+from harness.worker.parent import Placement
+from tests.unit.builds.test_cache import TOOLCHAIN
+
+
+class FakeReference:
+    """What a lane asks of a reference runner, without a worker: `broken` problems fail to start."""
+
+    broken: set[str] = set()
+    closed: list[str] = []
+
+    def __init__(self, problem, *args, **kwargs):
+        self.problem, self.peaks = problem, None
+
+    def start(self) -> None:
+        if self.problem.id in self.broken:
+            raise ReferenceFailed("reference load failed: NameError: nope")
+
+    def close(self) -> None:
+        self.closed.append(self.problem.id)
+
+
+@pytest.fixture
+def fake_references(monkeypatch):
+    monkeypatch.setattr(FakeReference, "broken", {"broken"})
+    monkeypatch.setattr(FakeReference, "closed", [])
+    monkeypatch.setattr(lane_module, "ReferenceRunner", FakeReference)
+    return FakeReference
+
+
+def problem(name: str) -> Problem:
+    return Problem(id=name, path=f"{name}.py", source_hash=name * 4)
+
+
+def make_lane(tmp_path, device: str, failures: dict) -> Lane:
+    return Lane(EvalConfig(device=device), "run", Placement(), BuildCache(tmp_path, TOOLCHAIN), failures)
+
+
+def test_references_started_ahead_are_kept_by_problem_and_closed_with_the_lane(tmp_path, fake_references):
+    failures: dict[str, str] = {}
+    with make_lane(tmp_path, "cpu", failures) as lane:
+        lane.prepare(problem("relu"))
+        lane.prepare(problem("relu"))  # held already: not started twice
+        lane.prepare(problem("broken"))
+        assert lane.references_held == {"relu"}
+        assert failures == {"broken": "not judged: the reference load failed: NameError: nope"}
+        assert fake_references.closed == ["broken"]
+    assert sorted(fake_references.closed) == ["broken", "relu"]
+
+
+def test_no_more_are_started_ahead_than_the_device_allows(tmp_path, fake_references):
+    with make_lane(tmp_path, "cpu", {}) as lane:
+        for index in range(PREPARED_REFERENCES["cpu"]):
+            assert lane.can_prepare
+            lane.prepare(problem(f"p{index}"))
+        assert not lane.can_prepare
+    with make_lane(tmp_path, "cuda", {}) as lane:
+        assert not lane.can_prepare  # each would hold GPU memory beside the one in use
