@@ -162,6 +162,7 @@ REAL_TIME = Pace()
 
 
 MAX_READ_BUFFERS = 2
+READ_STOP_WAIT_S = 1.0  # how long a worker's threads get to stop before its outputs are read (microseconds, usually)
 READ_ALIGNMENT = 64  # each CPU tensor read starts here in a read buffer, so any dtype can view it
 
 
@@ -416,18 +417,38 @@ class Worker:
         mappings: list[cuda_ipc.Mapping] = []
         host = bytearray()
         try:
-            try:
-                host = self._read_buffers.take(self._host_bytes(refs))
-                tensors = self._read_all(refs, host, mappings)
-            except (ValueError, RuntimeError, OSError) as exc:
-                raise self._stopped(StopReason.broke_protocol,
-                                    f"worker sent an unreadable tensor during {phase}: {exc}") from None
+            with self._held_still(refs, phase):
+                try:
+                    host = self._read_buffers.take(self._host_bytes(refs))
+                    tensors = self._read_all(refs, host, mappings)
+                except (ValueError, RuntimeError, OSError) as exc:
+                    raise self._stopped(StopReason.broke_protocol,
+                                        f"worker sent an unreadable tensor during {phase}: {exc}") from None
             yield tensors
             del tensors  # nothing may keep a view of memory that is about to be unmapped or reused
         finally:
             for mapping in mappings:
                 mapping.close()
             self._read_buffers.give_back(host)
+
+    @contextlib.contextmanager
+    def _held_still(self, refs: list[TensorRef], phase: str) -> Iterator[None]:
+        """While CPU tensors are copied out of the commit buffer, the worker's whole tree is
+        stopped (every thread), and it goes on once they are copied: a thread of the candidate's
+        cannot write into the buffer during the copy, as it could keep on computing an output
+        after its reply (docs/threat-model.md). CUDA tensors are read from the worker's own
+        allocations, which stopping its processes would not keep still."""
+        if not any(ref.device == "cpu" for ref in refs):
+            yield
+            return
+        frozen: set[int] = set()
+        try:
+            if not processes.freeze(lambda: processes.tree(self.pid), frozen, READ_STOP_WAIT_S):
+                raise self._stopped(StopReason.broke_protocol,
+                                    f"worker's threads did not stop for its outputs to be read during {phase}")
+            yield
+        finally:
+            processes.signal_all(frozen, signal.SIGCONT)
 
     def _host_bytes(self, refs: list[TensorRef]) -> int:
         """What the CPU tensors need in a read buffer; checked against the commit buffer's size

@@ -12,6 +12,8 @@ from pathlib import Path
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 FREEZE_ROUNDS = 20  # freeze passes: a process that forks while being frozen is caught by the next one
 STOP_WAIT_S = 0.1  # SIGSTOP lands asynchronously: how long a pass waits for it before looking again
+STOP_POLL_S = (0.0001, 0.002)  # look again this soon (a thread stops within microseconds), backing off to this
+STOPPED_STATES = ("T", "t", "Z", "X", None)
 
 
 def children(pid: int) -> list[int]:
@@ -43,26 +45,43 @@ def signal_all(pids: Iterable[int], sig: signal.Signals) -> None:
             pass
 
 
-def state(pid: int) -> str | None:
-    """The process's state letter from /proc (R, S, T...), None once it is gone."""
+def state(stat: str) -> str | None:
+    """The state letter (R, S, T...) in a /proc stat file, None once its process is gone."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(stat).read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return None
 
 
-def freeze(find: Callable[[], Iterable[int]], frozen: set[int]) -> None:
+def stopped(pid: int) -> bool:
+    """Whether every thread of the process is stopped (or it is gone): SIGSTOP stops a process's
+    threads one by one, each as it next leaves the kernel."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    return all(state(f"/proc/{pid}/task/{task}/stat") in STOPPED_STATES for task in tasks)
+
+
+def freeze(find: Callable[[], Iterable[int]], frozen: set[int], wait_s: float = STOP_WAIT_S) -> bool:
     """SIGSTOP what `find()` lists, adding it to `frozen`, until it lists nothing new: a stopped
-    process cannot fork, and one stopped mid-fork shows its child on the next look."""
+    process cannot fork, and one stopped mid-fork shows its child on the next look. Each pass
+    waits up to `wait_s` for its processes to stop; whether they all did."""
     for _ in range(FREEZE_ROUNDS):
         found = [pid for pid in find() if pid not in frozen]
         if not found:
-            return
+            return all(stopped(pid) for pid in frozen)
         signal_all(found, signal.SIGSTOP)
         frozen.update(found)
-        deadline = time.monotonic() + STOP_WAIT_S
-        while any(state(pid) not in ("T", "t", "Z", None) for pid in found) and time.monotonic() < deadline:
-            time.sleep(0.001)
+        deadline, pause = time.monotonic() + wait_s, STOP_POLL_S[0]
+        while not all(stopped(pid) for pid in found) and time.monotonic() < deadline:
+            time.sleep(pause)
+            pause = min(2 * pause, STOP_POLL_S[1])
+    return False
+
+
+def tree(root: int) -> list[int]:
+    return [root, *descendants(root)]
 
 
 def kill_descendants(root: int) -> None:

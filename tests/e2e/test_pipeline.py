@@ -25,9 +25,9 @@ from tests.support import DATA, EXPECTED, eval_args, require_ray
 def stopped_soon(pid: int) -> bool:
     """SIGSTOP lands asynchronously: give it a moment."""
     deadline = time.monotonic() + 1.0
-    while processes.state(pid) not in ("T", "t", None) and time.monotonic() < deadline:
+    while not processes.stopped(pid) and time.monotonic() < deadline:
         time.sleep(0.01)
-    return processes.state(pid) in ("T", "t", None)
+    return processes.stopped(pid)
 
 
 def test_cpu_run_freezes_every_other_worker_while_it_times(tmp_path, monkeypatch):

@@ -40,23 +40,19 @@ def forker(gate):
     process.wait()
 
 
-def tree(pid: int) -> list[int]:
-    return [pid, *processes.descendants(pid)]
-
-
 def test_a_window_stops_a_growing_tree_whole_and_resumes_it(gate, forker):
     with gate.quiet([]):
-        frozen = tree(forker)
-        assert all(processes.state(pid) in ("T", "t") for pid in frozen)
+        frozen = processes.tree(forker)
+        assert all(processes.stopped(pid) for pid in frozen)
         time.sleep(0.2)
-        assert tree(forker) == frozen  # nothing forked after the freeze
+        assert processes.tree(forker) == frozen  # nothing forked after the freeze
     time.sleep(0.2)
-    assert processes.state(forker) not in ("T", "t") and len(tree(forker)) > len(frozen)
+    assert not processes.stopped(forker) and len(processes.tree(forker)) > len(frozen)
 
 
 def test_the_timed_tree_is_spared(gate, forker):
     with gate.quiet([forker]):
-        assert all(processes.state(pid) not in ("T", "t") for pid in tree(forker)[:1])
+        assert not processes.stopped(forker)
 
 
 def test_no_worker_starts_while_another_thread_times(gate):

@@ -1,23 +1,57 @@
 """The parent's side of the commit buffer: a worker's CPU tensors read back exactly, into read
-buffers that the next read reuses, never more than the worker actually wrote, and out of a file
-the worker cannot shrink under the parent's mapping."""
+buffers that the next read reuses, never more than the worker actually wrote, out of a file
+the worker cannot shrink under the parent's mapping, and with the worker stopped while it is read."""
 
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
 
+from harness.worker import processes
 from harness.worker.parent import CommitFile, ReadBuffers, Worker
 from harness.worker.protocol import CommitBuffer, describe
+
+IDLE = "import time; time.sleep(600)"
+# A worker whose thread rewrites its whole commit buffer (all 1s, then all 2s, over and over) as a
+# candidate's could after its reply; its main thread only waits, so it is the first to stop.
+REWRITER = textwrap.dedent("""
+    import array, os, sys, threading
+    fd, count = int(sys.argv[1]), int(sys.argv[2])
+    ones, twos = array.array("f", [1.0]) * count, array.array("f", [2.0]) * count
+    def rewrite():
+        while True:
+            os.pwrite(fd, ones, 0)
+            os.pwrite(fd, twos, 0)
+    threading.Thread(target=rewrite, daemon=True).start()
+    os.write(1, b"writing")
+    threading.Event().wait()
+""")
+
+
+def worker_reading(code: str, *args: str) -> Worker:
+    """A Worker's reading side over a commit buffer, its process running `code` (given the buffer)."""
+    worker = Worker.__new__(Worker)  # only the process, the buffer and the read buffers are used
+    worker.buffer, worker.gpu, worker._read_buffers = CommitFile(), None, ReadBuffers()
+    worker.process = subprocess.Popen([sys.executable, "-c", code, str(worker.buffer.fd), *args],
+                                      pass_fds=[worker.buffer.fd], stdout=subprocess.PIPE)
+    return worker
+
+
+def discard(worker: Worker) -> None:
+    worker.process.kill()
+    worker.process.wait()
+    worker.buffer.close()
 
 
 @pytest.fixture
 def parent():
-    """A Worker's reading side over a commit buffer this test writes as the worker would."""
-    worker = Worker.__new__(Worker)  # no process: only the buffer and the read buffers are used
-    worker.buffer, worker.gpu, worker._read_buffers = CommitFile(), None, ReadBuffers()
+    """A reading side over a commit buffer this test writes as the worker would."""
+    worker = worker_reading(IDLE)
     yield worker
-    worker.buffer.close()
+    discard(worker)
 
 
 def test_tensors_of_any_dtype_and_layout_read_back_exactly(parent):
@@ -87,3 +121,17 @@ def test_only_the_largest_free_buffers_are_kept():
         buffers.give_back(bytearray(size))
     assert len(buffers.take(25)) == 30 and len(buffers.take(5)) == 20
     assert len(buffers.take(5)) == 5  # none left: a new one
+
+
+def test_a_worker_that_writes_on_after_its_reply_is_read_whole_and_goes_on():
+    count = 1 << 22  # 16 MB: the copy takes long enough for a running writer to tear it
+    worker = worker_reading(REWRITER, str(count))
+    try:
+        (ref,) = describe([torch.ones(count)], CommitBuffer(worker.buffer.fd))
+        assert worker.process.stdout.read(7) == b"writing"
+        for _ in range(20):
+            with worker.reading([ref], "test") as read:
+                assert read[0].unique().tolist() in ([1.0], [2.0]), "a read saw the worker's writes half done"
+                assert not processes.stopped(worker.pid)  # it goes on once its outputs are copied
+    finally:
+        discard(worker)
