@@ -46,11 +46,6 @@ LOG_HEAD_BYTES = 1_048_576
 POLL_SLICE_S = 0.1
 EXIT_GRACE_S = 3.0
 WATCH_INTERVAL_S = 0.5
-# Workers' malloc asks for transparent huge pages (glibc >= 2.35 with THP in `madvise` or `always`
-# mode; ignored elsewhere). A fresh 256 MB tensor then costs 128 page faults, not 65,536: with
-# 4 KB pages a 256 MB relu took 0.129 s on two cores, 0.031 s with them, in the reference and the
-# candidate alike, and making its input 0.51 s, 0.30 s with them. Freed memory still goes back.
-MALLOC_TUNABLES = "glibc.malloc.hugetlb=1"
 
 
 class Placement(BaseModel):
@@ -273,7 +268,6 @@ class Worker:
         env.pop("PYTHONPATH", None)  # the import path is the parent's, set by the launcher
         workdir = self.confinement.workdir
         env.update(HOME=workdir, TMPDIR=workdir, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
-                   GLIBC_TUNABLES=MALLOC_TUNABLES,
                    TORCH_EXTENSIONS_DIR=str(self.key_dir) if self.key_dir else self.confinement.extensions_dir)
         return env
 
