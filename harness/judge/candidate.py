@@ -32,6 +32,7 @@ from .timer import Timed, Timer, TimingPlan, timing_stats, vouched_median
 LOG_TAIL_CHARS = 4000
 TRIAL_SEED_OFFSET = 1000  # trial inputs use seeds apart from the init seed
 SECOND_LOOK_CALLS = 6  # profiled calls more, when the first ones were slower than the profiler explains
+SPARE_COPIES = 4  # CPU: room made before timing for this many checked calls' outputs (5 calls check 2.5 on average)
 
 
 def init_differs(reference: list[ParamDigest], candidate: list[ParamDigest]) -> bool:
@@ -57,6 +58,16 @@ def judged_by_build(subject: Subject, candidate: Candidate, config: EvalConfig, 
     observed = Observations(phase=Phase.load, gpu=placement.gpu, build_s=round(outcome.seconds, 3),
                             build_cached=outcome.cached, protections=outcome.protections)
     return verdicts.result(subject, verdict, observed)
+
+
+def _copied(tensors: list[torch.Tensor], spares: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+    """Copies of `tensors`, into the last of `spares` when its shapes and dtypes fit them."""
+    room = spares[-1] if spares else []
+    if len(room) == len(tensors) and all(r.shape == t.shape and r.dtype == t.dtype and r.device == t.device
+                                         for r, t in zip(room, tensors)):
+        spares.pop()
+        return [r.copy_(t) for r, t in zip(room, tensors)]
+    return [t.clone() for t in tensors]
 
 
 class CandidateRun:
@@ -195,16 +206,30 @@ class CandidateRun:
             self.observed.note(Flag.degenerate_problem, f"the problem is degenerate: {'; '.join(degenerate)}")
         return verdicts.of_sensitivity([r for r, _ in fingerprints], [c for _, c in fingerprints])
 
-    def _copy_checked_call(self, worker: Worker, copies: list):
+    def _spare_copies(self) -> list[list[torch.Tensor]]:
+        """On the CPU, room for the first checked calls' outputs, made (its pages touched) before
+        the timing window: a 256 MB copy the parent made fresh between two timed calls made the
+        candidate's next call 3 to 5 times slower on the 2-core VM, whose freed memory comes back
+        from its host slowly (slow calls in 7 of 8 runs of four big problems with fresh copies,
+        none in 3 runs with the room made first)."""
+        like = self.reference.output_like()
+        size = sum(t.nbytes for t in like)
+        if self.config.device != "cpu" or not size:
+            return []
+        count = min(SPARE_COPIES, self.reference.budget_left // size)
+        return [[torch.empty_like(t).zero_() for t in like] for _ in range(count)]
+
+    def _copy_checked_call(self, worker: Worker, copies: list, spares: list[list[torch.Tensor]]):
         """For a timed call the parent chose after its outputs were described: copy them out now
-        (the worker cannot change them afterwards), to compare with the reference's once the timed
-        calls are over. Past the memory budget, compare at once instead."""
+        (the worker cannot change them afterwards), into `spares` while they last, to compare
+        with the reference's once the timed calls are over. Past the memory budget, compare at
+        once instead."""
         budget = self.reference.budget_left  # one budget for everything the parent keeps on the device
 
         def check(seed: int, reply: Reply) -> Verdict | None:
             with worker.reading(reply.outputs, "timing") as actual:
                 if sum(t.nbytes for c in copies for t in c[1]) + sum(t.nbytes for t in actual) <= budget:
-                    copies.append((seed, [t.clone() for t in actual]))
+                    copies.append((seed, _copied(actual, spares)))
                     if actual and actual[0].is_cuda:
                         # Done copying before the mapping closes and before the next timed call: a
                         # copy still running on the GPU would slow that call and be blamed on it.
@@ -224,6 +249,7 @@ class CandidateRun:
 
     def _time(self, worker: Worker, timed: Timed) -> Verdict | None:
         timer = self._timer(worker)
+        spares = self._spare_copies()  # before the reference's recalibration and the warm-up, which absorb its cost
         recalibration = self.reference.recalibrate()
         # Warmed up right before its first timed call: on the CPU, memory a worker freed comes
         # back slowly after a pause (0.38 s instead of 0.08 s for a relu's first call after the
@@ -232,7 +258,7 @@ class CandidateRun:
         if verdict:
             return verdict
         copies: list = []
-        measured, objection = timer.run(check=self._copy_checked_call(worker, copies))
+        measured, objection = timer.run(check=self._copy_checked_call(worker, copies, spares))
         timed.__dict__.update(measured.__dict__)
         if isinstance(objection, Reply):
             return self._verdict_of(objection, worker)

@@ -228,6 +228,10 @@ class ReferenceRunner:
             self._degenerate = notes
         return self._degenerate
 
+    def output_like(self) -> list[torch.Tensor]:
+        """The outputs of one of its kept trials at the problem's own sizes (none if none was kept)."""
+        return next((outputs for (_, sizes), (outputs, _) in self._kept.items() if not sizes), [])
+
     @property
     def budget_left(self) -> int:
         """Bytes of the memory budget its kept outputs leave (for the timed outputs kept for checking)."""

@@ -5,7 +5,9 @@ import random
 
 import pytest
 
-from harness.judge.candidate import CandidateRun
+import torch
+
+from harness.judge.candidate import CandidateRun, _copied
 from harness.records import EvalConfig
 from harness.worker.protocol import Reply
 
@@ -30,6 +32,9 @@ class Recording:
     def recalibrate(self):
         self.events.append((self.name, "recalibrate"))
 
+    def output_like(self):
+        return []
+
 
 def test_the_candidate_warms_up_right_before_its_first_timed_call():
     """After a pause (the reference's recalibration) the CPU gives a worker the memory it freed
@@ -43,3 +48,21 @@ def test_the_candidate_warms_up_right_before_its_first_timed_call():
     with pytest.raises(Stop):
         run._time(Recording("candidate", events), None)
     assert events == [("reference", "recalibrate"), ("candidate", "warmup"), ("candidate", "timed")]
+
+
+def test_checked_outputs_are_copied_into_the_room_made_before_timing_while_it_lasts():
+    spares = [[torch.zeros(4, 3)], [torch.zeros(4, 3)]]
+    rooms = [spares[0][0].data_ptr(), spares[1][0].data_ptr()]
+    outputs = [torch.arange(12.0).reshape(3, 4).t()]  # any layout: copied by value
+    copies = [_copied(outputs, spares) for _ in range(3)]
+    assert [c[0].data_ptr() for c in copies[:2]] == rooms[::-1] and not spares
+    assert copies[2][0].data_ptr() not in rooms  # no room left: a fresh copy
+    assert all(torch.equal(c[0], outputs[0]) for c in copies)
+    outputs[0].zero_()
+    assert all(c[0].sum() == 66 for c in copies)  # copies, not views
+
+
+def test_outputs_that_do_not_fit_the_room_get_fresh_copies():
+    spares = [[torch.zeros(4)]]
+    for outputs in ([torch.ones(5)], [torch.ones(4, dtype=torch.float64)], [torch.ones(4), torch.ones(4)]):
+        assert torch.equal(_copied(outputs, spares)[0], outputs[0]) and len(spares) == 1
