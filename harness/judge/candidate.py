@@ -245,7 +245,8 @@ class CandidateRun:
         return verdicts.of_timed_sample(found, index)
 
     def _timer(self, worker: Worker) -> Timer:
-        return Timer(worker, TimingPlan.of(self.config), self.rng, quiet=lambda: self.quiet([worker.pid, self.reference.worker.pid]))
+        return Timer(worker, TimingPlan.of(self.config), self.rng, quiet=lambda: self.quiet([worker.pid, self.reference.worker.pid]),
+                     feed=self.reference.feeding(worker))
 
     def _time(self, worker: Worker, timed: Timed) -> Verdict | None:
         timer = self._timer(worker)

@@ -15,9 +15,9 @@ import torch
 
 from ..records import EvalConfig, Problem, TimingStats
 from ..worker.parent import Placement, Worker, WorkerStopped
-from ..worker.protocol import Command, HardwareFloor, ParamDigest, Peaks, Profile, Reply, WorkerJob
+from ..worker.protocol import Command, HardwareFloor, ParamDigest, Peaks, Profile, Reply, TensorRef, WorkerJob
 from .degenerate import degenerate_flags
-from .timer import Timed, Timer, TimingPlan, timing_stats
+from .timer import Feed, Timed, Timer, TimingPlan, timing_stats
 
 KEPT_SHARE = 0.25  # of the device's memory (or the host's, on a CPU run) for expected outputs kept for reuse
 DEGENERATE_CHECK_BYTES = 1 << 28  # trial outputs up to this size are also checked for a degenerate problem
@@ -28,9 +28,9 @@ RECALIBRATION_CALLS = (4, 24)
 RECALIBRATION_BUDGET_MS = 20.0
 # On a GPU the first call after the reference sat idle is the slowest (on an H100 1.6 to 3 ms
 # against 0.8 to 1.6 ms), and it alone doubled the slack a forger gains. On the CPU it is counted:
-# there the slack it widens covers honest kernels whose harness overhead (hundreds of ms of input
-# per call) differs from the reference's by 1 to 2% (the main job flagged one in each of two runs
-# without it).
+# there the slack it widens covers honest kernels whose harness overhead (the outputs' commit, tens
+# of ms for 256 MB) differs from the reference's (the main job flagged one in each of two runs
+# without it, when the overhead was hundreds of ms of inputs made in the worker).
 UNCOUNTED_CALLS = {"cuda": 1, "cpu": 0}
 # What the reference's own time is taken from: never the first call (on the CPU too it is the
 # slowest, 0.08 against 0.027 ms for a relu), and only from enough calls that an interval below
@@ -151,7 +151,7 @@ class ReferenceRunner:
             self.default_math_timing = self._time_default_math()
 
     def _time(self, plan: TimingPlan, profiled: int, warm_up: bool = False) -> Timed:
-        timer = Timer(self.worker, plan, self.rng, "reference timing", self._quiet)
+        timer = Timer(self.worker, plan, self.rng, "reference timing", self._quiet, self.feeding(self.worker))
         if warm_up:
             self._checked(timer.warm_up, "warm-up")
         try:
@@ -189,6 +189,23 @@ class ReferenceRunner:
         return Recalibration(overhead_ms=timed.overhead_ms[uncounted:],
                              timing=timing_stats(timed.reported_ms[max(uncounted, UNTIMED_CALLS):], self.clock,
                                                  timed.stopped))
+
+    def feeding(self, target: Worker) -> Feed | None:
+        """On a CPU run, how `target`'s timed calls get their inputs: made here, written into it
+        (the reference's own calls too, so that its overhead is measured the way a candidate's
+        is). None on a GPU, where a worker makes its inputs on the device in microseconds."""
+        return (lambda seed: self._feed(target, seed)) if self.config.device == "cpu" else None
+
+    def _feed(self, target: Worker, seed: int) -> list[TensorRef] | None:
+        reply = self._request(Command(op="inputs", seed=seed), "inputs")
+        if reply.inputs is None:
+            return None
+        with contextlib.ExitStack() as reading:
+            try:
+                inputs = reading.enter_context(self.worker.reading(reply.inputs, "reference inputs"))
+            except WorkerStopped as stopped:
+                raise ReferenceFailed(f"reference inputs: {stopped.stop.error}") from None
+            return target.feed(inputs, "timing")  # a worker that does not stop for it: its own failure
 
     @contextlib.contextmanager
     def expected(self, seed: int, sizes: dict[str, int] | None = None,

@@ -11,7 +11,11 @@ call, so the timed calls follow one another without the reference's work in betw
 What a worker reports is only believed as far as the parent's clock allows: a call cannot take
 less than the parent saw it take, less the per-call overhead measured on the reference worker
 just before (same inputs, same outputs, same machine load), less a slack from that overhead's
-own spread (vouched_median).
+own spread (vouched_median). On a CPU run the inputs are fed (`feed`): the reference makes them
+from the seed and the parent writes them into the worker before the clock starts, so the
+overhead the bound subtracts is only the command's round trip and the outputs' commit, not the
+making of hundreds of megabytes of random inputs (which varied by 5% from worker to worker, more
+than a quick kernel's whole time).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from pydantic import BaseModel
 
 from ..records import EvalConfig, TimingStats
 from ..worker.parent import Worker
-from ..worker.protocol import Command, Profile, Reply
+from ..worker.protocol import Command, Profile, Reply, TensorRef
 
 TARGET_HALF_WIDTH = 0.01  # the median's 95% interval within ±1% of it
 Z95 = 1.96
@@ -41,6 +45,9 @@ PROFILE_CHANCE, MIN_PROFILED = 0.1, 2
 MIN_SLACK_MS = {"cuda": 0.05, "cpu": 1.0}
 SLACK_SPREADS = 4.0  # slack: this many median absolute deviations of the reference's overhead
 DISAGREE_FACTOR = 1.1  # a vouched median this far above the reported one (and by more than the slack) is flagged
+
+
+Feed = Callable[[int], "list[TensorRef] | None"]  # a seed's inputs, written into the timed worker: where they are
 
 
 class TimingPlan(BaseModel):
@@ -108,15 +115,21 @@ class Timer:
     before the call's outputs are described."""
 
     def __init__(self, worker: Worker, plan: TimingPlan, rng: random.Random, phase: str = "timing",
-                 quiet: Callable[[], ContextManager] = contextlib.nullcontext):
-        """`quiet()` is held around the timed calls (on a CPU run: the run's other workers frozen)."""
-        self.worker, self.plan, self.rng, self.phase, self.quiet = worker, plan, rng, phase, quiet
+                 quiet: Callable[[], ContextManager] = contextlib.nullcontext, feed: Feed | None = None):
+        """`quiet()` is held around the timed calls (on a CPU run: the run's other workers frozen);
+        `feed(seed)` writes the inputs of a seed into the worker (None: it makes them itself)."""
+        self.worker, self.plan, self.rng, self.phase, self.quiet, self.feed = worker, plan, rng, phase, quiet, feed
 
     def seed(self) -> int:
         return self.rng.getrandbits(62)
 
+    def _fed(self, seed: int) -> list[TensorRef] | None:
+        return self.feed(seed) if self.feed is not None else None
+
     def warm_up(self) -> Reply:
-        return self.worker.request(Command(op="warmup", seeds=[self.seed() for _ in range(self.plan.warmup)]), self.phase)
+        seeds = [self.seed() for _ in range(self.plan.warmup)]
+        return self.worker.request(Command(op="warmup", seeds=seeds, fed=self._fed(seeds[-1]) if seeds else None),
+                                   self.phase)
 
     def run(self, check: Callable[[int, Reply], object] | None = None, profiled: int = MIN_PROFILED) -> tuple[Timed, object]:
         """(what was measured, the first thing `check` objected to, or the failed reply, or None)."""
@@ -149,9 +162,11 @@ class Timer:
         return None
 
     def _call(self, timed: Timed, seed: int, profile: bool) -> Reply:
-        """One timed call, recorded in `timed` if it succeeded."""
+        """One timed call, recorded in `timed` if it succeeded. Fed inputs go with no seed."""
+        fed = self._fed(seed)
+        command = Command(op="timed", seed=0 if fed is not None else seed, fed=fed, profile=profile)
         sent = time.perf_counter()
-        reply = self.worker.request(Command(op="timed", seed=seed, profile=profile), self.phase)
+        reply = self.worker.request(command, self.phase)
         wall_ms = (time.perf_counter() - sent) * 1000
         if not reply.ok:
             return reply

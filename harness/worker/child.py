@@ -29,8 +29,8 @@ from ..inputs.problems import alternative_sizes, load_module, shrink_input_sizes
 from ..records import Phase
 from . import cuda_ipc
 from .confine import not_dumpable
-from .protocol import (Command, CommitBuffer, Failure, HardwareFloor, KernelTime, ParamDigest, Peaks, Profile, Reply,
-                       WorkerJob, describe, send_model)
+from .protocol import (Command, CommitBuffer, Failure, FeedFile, HardwareFloor, KernelTime, ParamDigest, Peaks, Profile,
+                       Reply, TensorRef, WorkerJob, describe, send_model)
 from .timing import flush_buffer, measure_peaks, time_call
 
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -145,12 +145,13 @@ class Session:
     """One loaded model plus the problem that feeds it inputs."""
 
     def __init__(self, job: WorkerJob, problem: types.ModuleType, model: torch.nn.Module, buffer: CommitBuffer,
-                 default_math: tuple[bool, bool] = STRICT_FP32):
-        """`default_math`: PyTorch's own math flags, as this process started with them."""
+                 default_math: tuple[bool, bool] = STRICT_FP32, feed: FeedFile | None = None):
+        """`default_math`: PyTorch's own math flags, as this process started with them; `feed`:
+        where the parent writes fed inputs."""
         self.job, self.default_math = job, default_math
         self.problem = problem
         self.model = model
-        self.buffer = buffer
+        self.buffer, self.feed = buffer, feed
         self.dtype = PRECISION_DTYPES[job.precision]
         self.held: list[torch.Tensor] = []  # what the parent may be reading: kept until the next command
         self.timed_model = torch.compile(model) if job.compile_baseline else model
@@ -166,6 +167,19 @@ class Session:
         with problem_sizes(self.problem, sizes):
             seed_everything(seed)
             return cast_inputs(self.problem_inputs(), self.job.device, self.dtype)
+
+    def feedable(self, seed: int) -> list[torch.Tensor] | None:
+        """The inputs of `seed` when they can be fed to another worker as they are: all of them
+        contiguous CPU tensors (else None, and timed calls make their own from the seed)."""
+        inputs = self.inputs(seed)
+        plain = all(isinstance(t, torch.Tensor) and not t.is_cuda and t.is_contiguous() for t in inputs)
+        return inputs if plain else None
+
+    def given_or_made(self, seed: int, fed: list[TensorRef] | None) -> list:
+        """A call's inputs: the fed ones when the parent wrote them into the feed file, else made from the seed."""
+        if fed is None or self.feed is None:
+            return self.inputs(seed)
+        return self.feed.tensors(fed)
 
     def problem_inputs(self) -> list:
         """get_inputs() with the run's device as the default: a problem that makes its tensors
@@ -199,14 +213,16 @@ class Session:
         self.held = outputs + tensors
         return outputs, tensors
 
-    def warm_up(self, seeds: list[int]) -> None:
+    def warm_up(self, seeds: list[int], fed: list[TensorRef] | None = None) -> None:
         """Untimed calls (and torch.compile's compilation), each on its own inputs; the last one
-        under the profiler, so that a profiled timed call pays no first-time profiler costs."""
+        under the profiler, so that a profiled timed call pays no first-time profiler costs, and on
+        fed inputs if any (mapping the feed file is then no timed call's cost)."""
         self.held = []
         for index, seed in enumerate(seeds):
-            inputs = self.inputs(seed)
+            last = index == len(seeds) - 1
+            inputs = self.given_or_made(seed, fed if last else None)
             call = lambda: self.forward(self.timed_model, inputs)  # noqa: E731
-            self.profiled(call) if index == len(seeds) - 1 else call()
+            self.profiled(call) if last else call()
 
     def profiled(self, call) -> tuple[float, Profile]:
         activities = [torch.profiler.ProfilerActivity.CPU]
@@ -217,9 +233,9 @@ class Session:
         return elapsed, summarize_profile(profiler.events(), elapsed)
 
     def timed(self, command: Command) -> tuple[float, list[torch.Tensor], Profile | None]:
-        """One timed call on inputs made from a seed learned only now."""
+        """One timed call on inputs learned only now: fed, or made from a seed learned now."""
         self.held = []
-        inputs = self.inputs(command.seed)
+        inputs = self.given_or_made(command.seed, command.fed)
         self.synchronize()
         holder: list = []
 
@@ -307,8 +323,12 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
         refs = describe(outputs + inputs, session.buffer)  # one write: CPU tensors share the commit buffer
         send_model(conn, Reply(ok=True, outputs=refs[:len(outputs)], inputs=refs[len(outputs):],
                                threads_alive=threads_alive()))
+    elif command.op == "inputs":
+        session.held = []
+        inputs = session.feedable(command.seed)
+        send_model(conn, Reply(ok=True, inputs=None if inputs is None else describe(inputs, session.buffer)))
     elif command.op == "warmup":
-        session.warm_up(command.seeds)
+        session.warm_up(command.seeds, command.fed)
         send_model(conn, Reply(ok=True))
     elif command.op == "math":
         set_math_flags(session.default_math if command.default_math else STRICT_FP32)
@@ -318,11 +338,16 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
         elapsed, outputs, profile = session.timed(command)
         send_model(conn, Reply(ok=True, elapsed_ms=elapsed, outputs=describe(outputs, session.buffer), profile=profile,
                                threads_alive=threads_alive()))
+        if not session.job.device == "cuda":
+            # In the commit buffer now: freed after the reply rather than inside the next timed
+            # call, as the reference's are (its next command makes inputs), so the per-call
+            # overhead the bound subtracts is the same for both (a 256 MB free is ~10 ms).
+            session.held = outputs = []
     else:
         send_model(conn, Reply(ok=True, floor=session.hardware_floor(command.seed)))
 
 
-COMMAND_PHASES = {"trial": Phase.correctness, "warmup": Phase.timing, "timed": Phase.timing, "floor": Phase.profile,
+COMMAND_PHASES = {"trial": Phase.correctness, "inputs": Phase.timing, "warmup": Phase.timing, "timed": Phase.timing, "floor": Phase.profile,
                   "math": Phase.timing}
 
 
@@ -341,14 +366,15 @@ def serve(conn: Connection, session: Session) -> None:
             return
 
 
-def load(conn: Connection, job: WorkerJob, buffer: CommitBuffer, default_math: tuple[bool, bool]) -> Session | None:
+def load(conn: Connection, job: WorkerJob, buffer: CommitBuffer, feed: FeedFile,
+         default_math: tuple[bool, bool]) -> Session | None:
     """Import, construct, and say so (with parameter digests, and for the reference the other
     sizes candidates are checked at); None when that failed (the reply says how)."""
     phase = Phase.load
     try:
         problem, model_cls = load_model_class(job)
         phase = Phase.init
-        session = Session(job, problem, build_model(job, problem, model_cls), buffer, default_math)
+        session = Session(job, problem, build_model(job, problem, model_cls), buffer, default_math, feed)
         params = param_digests(session.model)
     except Exception as exc:
         send_model(conn, Reply(ok=False, failure=failure(phase, exc)))
@@ -368,7 +394,7 @@ def warm_profiler(device: str) -> None:
         torch.zeros(1, device=device).add_(1)
 
 
-def main(fd: int, buffer_fd: int) -> int:
+def main(fd: int, buffer_fd: int, feed_fd: int) -> int:
     """Called by launch.py once the worker is confined (torch is imported here, not before)."""
     conn = Connection(fd)
     warm_profiler("cpu")
@@ -390,7 +416,7 @@ def main(fd: int, buffer_fd: int) -> int:
     set_math_flags(STRICT_FP32)
     if job.device == "cuda":
         warm_profiler("cuda")
-    session = load(conn, job, CommitBuffer(buffer_fd), default_math)
+    session = load(conn, job, CommitBuffer(buffer_fd), FeedFile(feed_fd), default_math)
     if session is not None:
         serve(conn, session)
     return 0

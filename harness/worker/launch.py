@@ -1,6 +1,6 @@
 """A worker's first moments: confine, then become the worker.
 
-The parent starts `python -I -c BOOTSTRAP PACKAGE SPEC CHANNEL BUFFER` (parent.py). Isolated
+The parent starts `python -I -c BOOTSTRAP PACKAGE SPEC CHANNEL BUFFER FEED` (parent.py). Isolated
 mode reads no PYTHONPATH, no user site and not the current directory; the bootstrap loads this
 package from the directory the parent runs it from, and `main` here sets the import path to the
 parent's own (read-only under Landlock, so no worker can plant a module or a sitecustomize for
@@ -31,11 +31,11 @@ module = importlib.util.module_from_spec(spec)
 sys.modules["harness"] = module
 spec.loader.exec_module(module)
 from harness.worker.launch import main
-sys.exit(main(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+sys.exit(main(sys.argv[2], *map(int, sys.argv[3:6])))
 """
 
 
-def main(spec_path: str, channel: int, buffer: int) -> int:
+def main(spec_path: str, channel: int, buffer: int, feed: int) -> int:
     """`channel` -1: a probe, which only confines itself."""
     with open(spec_path) as spec_file:
         rules = json.load(spec_file)
@@ -51,8 +51,8 @@ def main(spec_path: str, channel: int, buffer: int) -> int:
         return _refused(exc)
     worker = os.fork()
     if worker == 0:
-        os._exit(_become_worker(rules, channel, buffer))
-    for fd in (channel, buffer):
+        os._exit(_become_worker(rules, channel, buffer, feed))
+    for fd in (channel, buffer, feed):
         if fd >= 0:
             os.close(fd)
     return _wait_for(worker)
@@ -63,7 +63,7 @@ def _refused(exc: OSError) -> int:
     return confine.CONFINE_FAILED
 
 
-def _become_worker(rules: dict, channel: int, buffer: int) -> int:
+def _become_worker(rules: dict, channel: int, buffer: int, feed: int) -> int:
     """Confine this process; then run the worker (no channel: a probe of the confinement, done)."""
     try:
         confine.die_with_parent()
@@ -77,7 +77,7 @@ def _become_worker(rules: dict, channel: int, buffer: int) -> int:
         return 0
     from .child import main as worker_main  # torch, pydantic and, later, the candidate: all confined
 
-    return worker_main(channel, buffer)
+    return worker_main(channel, buffer, feed)
 
 
 def _landlock_rules(rules: dict) -> list[tuple[str, int]]:

@@ -36,7 +36,8 @@ from ..records import Limits, SandboxMode
 from . import cuda_ipc, processes
 from .confine import CONFINE_FAILED
 from .launch import BOOTSTRAP
-from .protocol import ALLOWED_DTYPES, REPLY, Command, Reply, TensorRef, WorkerJob, fits, send_model
+from .protocol import ALLOWED_DTYPES, REPLY, Command, CommitBuffer, Reply, TensorRef, WorkerJob, aligned, fits, send_model, \
+    tensor_at
 from .sandbox import EXTENSIONS, PACKAGE_DIR, SandboxPolicy, confinement, default_limits
 
 RUN_TOKEN_VAR = "HARNESS_RUN_TOKEN"  # set by a run on all its launchers (see schedule/plan.py)
@@ -157,12 +158,7 @@ REAL_TIME = Pace()
 
 
 MAX_READ_BUFFERS = 2
-READ_STOP_WAIT_S = 1.0  # how long a worker's threads get to stop before its outputs are read (microseconds, usually)
-READ_ALIGNMENT = 64  # each CPU tensor read starts here in a read buffer, so any dtype can view it
-
-
-def _aligned(size: int) -> int:
-    return -(-size // READ_ALIGNMENT) * READ_ALIGNMENT
+STOP_WAIT_S = 1.0  # how long a worker's threads get to stop before its memory is read or fed (microseconds, usually)
 
 
 class ReadBuffers:
@@ -249,12 +245,14 @@ class Worker:
         spec_path.write_text(self.confinement.model_dump_json())
         self.log = tempfile.TemporaryFile()  # unlinked: the worker cannot swap it for a FIFO or a link
         self.buffer = CommitFile()  # the worker writes its CPU tensors here
+        self._feed = os.memfd_create("harness-feed")  # and finds a timed call's inputs here (CPU runs)
         self._read_buffers = ReadBuffers()
         parent_sock, child_sock = socket.socketpair()
         with pace.launching():
             self.process = subprocess.Popen(
                 [sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec_path), str(child_sock.fileno()),
-                 str(self.buffer.fd)], pass_fds=[child_sock.fileno(), self.buffer.fd], stdin=subprocess.DEVNULL,
+                 str(self.buffer.fd), str(self._feed)], pass_fds=[child_sock.fileno(), self.buffer.fd, self._feed],
+                stdin=subprocess.DEVNULL,
                 stdout=self.log, stderr=subprocess.STDOUT, cwd=self.scratch, env=self._env(), start_new_session=True,
             )
         child_sock.close()
@@ -435,14 +433,26 @@ class Worker:
         if not any(ref.device == "cpu" for ref in refs):
             yield
             return
+        with self._stopped_all(f"its outputs to be read during {phase}"):
+            yield
+
+    @contextlib.contextmanager
+    def _stopped_all(self, purpose: str) -> Iterator[None]:
+        """The worker's whole tree stopped (every thread of it) for the block."""
         frozen: set[int] = set()
         try:
-            if not processes.freeze(lambda: processes.tree(self.pid), frozen, READ_STOP_WAIT_S):
-                raise self._stopped(StopReason.broke_protocol,
-                                    f"worker's threads did not stop for its outputs to be read during {phase}")
+            if not processes.freeze(lambda: processes.tree(self.pid), frozen, STOP_WAIT_S):
+                raise self._stopped(StopReason.broke_protocol, f"worker's threads did not stop for {purpose}")
             yield
         finally:
             processes.signal_all(frozen, signal.SIGCONT)
+
+    def feed(self, tensors: list[torch.Tensor], phase: str) -> list[TensorRef]:
+        """Write a timed call's inputs (CPU tensors) into the worker's feed file, where its next
+        command finds them. The worker is stopped meanwhile: none of its threads sees them before
+        that command is sent, so whatever it computes from them, it computes while timed."""
+        with self._stopped_all(f"its inputs to be written during {phase}"):
+            return CommitBuffer(self._feed).write(tensors)
 
     def _host_bytes(self, refs: list[TensorRef]) -> int:
         """What the CPU tensors need in a read buffer; checked against the commit buffer's size
@@ -451,28 +461,25 @@ class Worker:
         cpu = [ref for ref in refs if ref.device == "cpu"]
         if any(ref.offset < 0 or ref.offset + ref.span_bytes > written for ref in cpu):
             raise ValueError("a CPU tensor runs past the worker's commit buffer")
-        return sum(_aligned(ref.span_bytes) for ref in cpu)
+        return sum(aligned(ref.span_bytes) for ref in cpu)
 
     def _read_all(self, refs: list[TensorRef], host: bytearray, mappings: list) -> list[torch.Tensor]:
         tensors, offset = [], 0
         whole = torch.frombuffer(host, dtype=torch.uint8) if host else torch.empty(0, dtype=torch.uint8)
         written = self.buffer.bytes(max((r.offset + r.span_bytes for r in refs if r.device == "cpu"), default=0))
         for ref in refs:
-            dtype = ALLOWED_DTYPES.get(ref.dtype)
-            if dtype is None:
+            if ref.dtype not in ALLOWED_DTYPES:
                 raise ValueError(f"unsupported dtype {ref.dtype}")
             span = ref.span_bytes
             if ref.device == "cpu":
                 raw = whole[offset:offset + span].copy_(written[ref.offset:ref.offset + span])
-                offset += _aligned(span)
+                offset += aligned(span)
             else:
                 if ref.ipc_handle is None:
                     raise ValueError("a CUDA tensor without an IPC handle")
                 mappings.append(cuda_ipc.Mapping(ref.ipc_handle, self.gpu if self.gpu is not None else 0))
                 raw = mappings[-1].bytes(ref.offset, span)
-            storage = raw[: span - span % dtype.itemsize].view(dtype) if span else torch.empty(0, dtype=dtype, device=raw.device)
-            # as_strided counts from the start of the whole storage, where a read buffer holds several tensors
-            tensors.append(storage.as_strided(ref.shape, ref.stride, storage.storage_offset() + ref.storage_offset))
+            tensors.append(tensor_at(raw, ref))
         return tensors
 
     def _kill_tree(self) -> None:
@@ -507,4 +514,5 @@ class Worker:
         self.conn.close()
         self.log.close()
         self.buffer.close()
+        os.close(self._feed)
         shutil.rmtree(self.scratch, ignore_errors=True)

@@ -5,15 +5,20 @@ so a candidate that writes to the channel can at worst send a malformed message 
 crash), not run code in the parent. Tensors never travel through the channel: CUDA tensors are
 described by the IPC handle of their allocation (cuda_ipc.py), CPU tensors are written into a
 memory file the parent created and handed to the worker (its commit buffer), which the parent
-reads with pread (never mapped: a worker that shrinks the file cannot fault the parent).
+maps read-only after sealing it against shrinking (a worker cannot fault the parent). On a CPU
+run a timed call's inputs travel the other way: the reference makes them from a seed, and the
+parent writes them into a second memory file of the worker's (its feed file) while the worker is
+stopped, so that the inputs' making is no part of the call the parent's clock times.
 
 A worker's life: `job` (load the model; a warm worker waits for it already confined, torch
-imported), then any number of `trial`, `warmup`, `timed` and `floor` commands, then `exit`.
+imported), then any number of `trial`, `inputs`, `warmup`, `timed` and `floor` commands, then
+`exit`.
 """
 
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 from multiprocessing.connection import Connection
 from typing import Literal
@@ -29,6 +34,9 @@ ALLOWED_DTYPES = {
     for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
               torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64)
 }
+
+
+ALIGNMENT = 64  # bytes: where each CPU tensor starts in a memory file or a read buffer, so any dtype can view it
 
 
 class Peaks(BaseModel):
@@ -51,32 +59,6 @@ class WorkerJob(BaseModel):
     peaks: Peaks | None = None  # reference on a GPU: this device's peak rates, when already measured
 
 
-class Command(BaseModel):
-    op: Literal["job", "trial", "warmup", "timed", "floor", "math", "exit"]
-    job: WorkerJob | None = None  # job: what to load
-    seed: int = 0  # trial, timed, floor: the inputs are the problem's get_inputs() after this seed
-    seeds: list[int] = []  # warmup: one untimed call per seed
-    sizes: dict[str, int] | None = None  # trial: other values for the problem's input-size constants
-    profile: bool = False  # timed: run this call under the profiler
-    default_math: bool = False  # math (reference only): PyTorch's default math flags instead of strict fp32
-
-
-class Failure(BaseModel):
-    """An exception inside the worker, as data."""
-
-    phase: Phase
-    exc_type: str
-    message: str
-    traceback: list[str]
-
-
-class ParamDigest(BaseModel):
-    name: str
-    shape: list[int]
-    dtype: str
-    sha256: str
-
-
 class TensorRef(BaseModel):
     """Where a worker's tensor can be read: its layout, and either the IPC handle of its CUDA
     allocation or its place in the worker's commit buffer."""
@@ -97,6 +79,33 @@ class TensorRef(BaseModel):
             return (self.storage_offset + 1) * element if not self.shape else 0
         last = self.storage_offset + sum((size - 1) * step for size, step in zip(self.shape, self.stride))
         return (last + 1) * element
+
+
+class Command(BaseModel):
+    op: Literal["job", "trial", "inputs", "warmup", "timed", "floor", "math", "exit"]
+    job: WorkerJob | None = None  # job: what to load
+    seed: int = 0  # trial, inputs, timed, floor: the inputs are the problem's get_inputs() after this seed
+    fed: list[TensorRef] | None = None  # timed, warmup's last call (CPU): the inputs, in the worker's feed file
+    seeds: list[int] = []  # warmup: one untimed call per seed
+    sizes: dict[str, int] | None = None  # trial: other values for the problem's input-size constants
+    profile: bool = False  # timed: run this call under the profiler
+    default_math: bool = False  # math (reference only): PyTorch's default math flags instead of strict fp32
+
+
+class Failure(BaseModel):
+    """An exception inside the worker, as data."""
+
+    phase: Phase
+    exc_type: str
+    message: str
+    traceback: list[str]
+
+
+class ParamDigest(BaseModel):
+    name: str
+    shape: list[int]
+    dtype: str
+    sha256: str
 
 
 class KernelTime(BaseModel):
@@ -139,7 +148,8 @@ class Reply(BaseModel):
     params: list[ParamDigest] | None = None
     alt_sizes: list[dict[str, int]] | None = None  # reference: other input sizes to check candidates at
     outputs: list[TensorRef] | None = None
-    inputs: list[TensorRef] | None = None  # trial: the inputs after forward, to catch mutation
+    inputs: list[TensorRef] | None = None  # trial: the inputs after forward, to catch mutation; inputs: the
+    # inputs of its seed (None: not only contiguous CPU tensors, so they cannot be fed)
     elapsed_ms: float | None = None  # timed: the worker's own clock around forward
     profile: Profile | None = None  # timed with profile
     floor: HardwareFloor | None = None
@@ -148,7 +158,7 @@ class Reply(BaseModel):
 
 REPLY = TypeAdapter(Reply)
 # What a successful reply to each command must carry; anything else is a broken (or forged) message.
-REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs"), "warmup": (), "timed": ("elapsed_ms", "outputs"),
+REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs"), "inputs": (), "warmup": (), "timed": ("elapsed_ms", "outputs"),
                    "floor": ("floor",), "math": ()}
 
 
@@ -168,9 +178,10 @@ class CommitBuffer:
         self.fd = fd
 
     def write(self, tensors: list[torch.Tensor]) -> list[TensorRef]:
+        """Each tensor at an aligned offset (so that a mapping of the file can view any dtype)."""
         refs, offset = [], 0
         contiguous = [t.detach().contiguous() for t in tensors]
-        total = sum(t.nbytes for t in contiguous)
+        total = sum(aligned(t.nbytes) for t in contiguous)
         if os.fstat(self.fd).st_size < total:
             os.ftruncate(self.fd, total)
         for tensor in contiguous:
@@ -178,8 +189,41 @@ class CommitBuffer:
                 os.pwrite(self.fd, _as_bytes(tensor), offset)
             refs.append(TensorRef(dtype=str(tensor.dtype).removeprefix("torch."), shape=list(tensor.shape),
                                   stride=list(tensor.stride()), storage_offset=0, device="cpu", offset=offset))
-            offset += tensor.nbytes
+            offset += aligned(tensor.nbytes)
         return refs
+
+
+class FeedFile:
+    """Worker side (CPU runs): the memory file the parent writes a timed call's inputs into.
+    Mapped once with its pages populated, and kept: the parent rewrites the same pages for each
+    call, so no timed call faults its inputs in."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._bytes: torch.Tensor | None = None
+
+    def tensors(self, refs: list[TensorRef]) -> list[torch.Tensor]:
+        end = max((ref.offset + ref.span_bytes for ref in refs), default=0)
+        if not end:
+            return [tensor_at(torch.empty(0, dtype=torch.uint8), ref) for ref in refs]
+        if self._bytes is None or len(self._bytes) < end:
+            # A larger mapping replaces the last one, which goes when nothing views it any more.
+            self._bytes = torch.frombuffer(mmap.mmap(self.fd, end, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE),
+                                           dtype=torch.uint8)
+        return [tensor_at(self._bytes[ref.offset:ref.offset + ref.span_bytes], ref) for ref in refs]
+
+
+def aligned(size: int) -> int:
+    return -(-size // ALIGNMENT) * ALIGNMENT
+
+
+def tensor_at(raw: torch.Tensor, ref: TensorRef) -> torch.Tensor:
+    """`ref`'s tensor over `raw`: the bytes (uint8) from its storage's start, span_bytes of them."""
+    dtype = ALLOWED_DTYPES[ref.dtype]
+    span = ref.span_bytes
+    storage = raw[: span - span % dtype.itemsize].view(dtype) if span else torch.empty(0, dtype=dtype, device=raw.device)
+    # as_strided counts from the start of the whole storage, where `raw` may be a slice of it
+    return storage.as_strided(ref.shape, ref.stride, storage.storage_offset() + ref.storage_offset)
 
 
 def _as_bytes(tensor: torch.Tensor) -> memoryview:

@@ -35,10 +35,17 @@ class Recording:
     def output_like(self):
         return []
 
+    def feeding(self, target):
+        def feed(seed):
+            self.events.append((self.name, "inputs"))
+            return []
+        return feed
+
 
 def test_the_candidate_warms_up_right_before_its_first_timed_call():
     """After a pause (the reference's recalibration) the CPU gives a worker the memory it freed
-    back slowly: its warm-up comes after that pause, not before it."""
+    back slowly: its warm-up comes after that pause, not before it. Each call's inputs are made
+    by the reference just before it (on the CPU they are fed)."""
     events: list = []
     run = CandidateRun.__new__(CandidateRun)  # only the timing phase runs
     run.config, run.rng = EvalConfig(device="cpu"), random.Random(0)
@@ -47,7 +54,8 @@ def test_the_candidate_warms_up_right_before_its_first_timed_call():
     run.reference.worker = run.reference
     with pytest.raises(Stop):
         run._time(Recording("candidate", events), None)
-    assert events == [("reference", "recalibrate"), ("candidate", "warmup"), ("candidate", "timed")]
+    assert events == [("reference", "recalibrate"), ("reference", "inputs"), ("candidate", "warmup"),
+                      ("reference", "inputs"), ("candidate", "timed")]
 
 
 def test_checked_outputs_are_copied_into_the_room_made_before_timing_while_it_lasts():

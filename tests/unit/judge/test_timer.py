@@ -6,7 +6,7 @@ import statistics
 
 from harness.judge.timer import (Timed, TimingPlan, Timer, converged, median_interval, timing_stats,
                                  vouched_median)
-from harness.worker.protocol import Reply
+from harness.worker.protocol import Reply, TensorRef
 
 
 def test_statistics_of_samples_with_the_medians_interval():
@@ -55,6 +55,24 @@ def test_every_call_gets_its_own_seed_and_some_are_profiled():
     seeds = [c.seed for c in worker.commands]
     assert len(set(seeds)) == len(seeds) == 22
     assert sum(c.profile for c in worker.commands) == 2 and len(timed.profiles) == 2
+
+
+def test_fed_calls_are_told_where_their_inputs_are_and_no_seed():
+    """A fed worker (CPU runs) learns nothing it could make the inputs from; each call's inputs
+    are written just before it, for the seed the parent checks the call against."""
+    worker, fed_seeds, checked = FakeWorker(), [], []
+    where = [TensorRef(dtype="float32", shape=[2], stride=[1], storage_offset=0, device="cpu")]
+
+    def feed(seed):
+        fed_seeds.append(seed)
+        return where
+
+    timer = Timer(worker, plan(fixed=6, warmup=2), random.Random(3), feed=feed)
+    timer.warm_up()
+    timer.run(check=lambda seed, reply: checked.append(seed), profiled=1)
+    timed_calls = [c for c in worker.commands if c.op == "timed"]
+    assert all(c.fed == where and c.seed == 0 for c in timed_calls) and worker.commands[0].fed == where
+    assert len(fed_seeds) == 1 + len(timed_calls) and set(checked) <= set(fed_seeds[1:]) and checked
 
 
 def test_the_profiled_calls_are_made_even_when_timing_could_stop_before_them():

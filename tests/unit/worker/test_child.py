@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from harness.worker.child import NotPlainTensor, Session, cast_inputs, param_digests, pin_to_cpus, plain_outputs
-from harness.worker.protocol import Command, CommitBuffer, WorkerJob, describe
+from harness.worker.protocol import Command, CommitBuffer, FeedFile, WorkerJob, describe
 
 
 def test_precision_casts_floating_inputs_but_never_class_indices():
@@ -49,9 +49,10 @@ def counting_problem():
     return problem
 
 
-def session(problem, tmp_path) -> Session:
+def session(problem, tmp_path, feed: int | None = None) -> Session:
     job = WorkerJob(role="candidate", problem_path="p.py", device="cpu", precision="fp32", init_seed=0)
-    return Session(job, problem, torch.nn.ReLU(), CommitBuffer(os.memfd_create("test")))
+    return Session(job, problem, torch.nn.ReLU(), CommitBuffer(os.memfd_create("test")),
+                   feed=FeedFile(feed if feed is not None else os.memfd_create("feed")))
 
 
 def test_a_timed_call_makes_its_inputs_from_the_seed_it_is_given(tmp_path):
@@ -64,6 +65,27 @@ def test_a_timed_call_makes_its_inputs_from_the_seed_it_is_given(tmp_path):
     assert torch.equal(outputs[0], again[0]) and not torch.equal(outputs[0], other[0])
 
 
+def test_a_fed_call_runs_on_what_the_parent_wrote_and_makes_no_inputs(tmp_path):
+    """On a CPU run the reference makes a timed call's inputs and the parent writes them into the
+    worker's feed file: the worker makes none, and is told no seed it could make them from."""
+    problem, feed = counting_problem(), os.memfd_create("feed")
+    worker = session(problem, tmp_path, feed)
+    for values in (torch.randn(4, 8), torch.randn(4, 8)):  # the same pages, rewritten for each call
+        fed = CommitBuffer(feed).write([values])
+        _, outputs, _ = worker.timed(Command(op="timed", fed=fed))
+        assert torch.equal(outputs[0], values.relu())
+    assert problem.calls == 0
+
+
+def test_only_contiguous_cpu_tensor_inputs_can_be_fed(tmp_path):
+    worker = session(counting_problem(), tmp_path)
+    assert worker.feedable(1) is not None
+    worker.problem.get_inputs = lambda: [torch.randn(8, 4).t()]
+    assert worker.feedable(1) is None
+    worker.problem.get_inputs = lambda: [torch.randn(4), 3]
+    assert worker.feedable(1) is None
+
+
 def test_a_profiled_call_says_which_operators_ran(tmp_path):
     _, _, profile = session(counting_problem(), tmp_path).timed(Command(op="timed", seed=1, profile=True))
     assert "aten::relu" in profile.ops and profile.elapsed_ms > 0
@@ -73,10 +95,10 @@ def test_cpu_tensors_are_written_to_the_commit_buffer_before_they_are_described(
     buffer = CommitBuffer(os.memfd_create("test"))
     a, b = torch.arange(6.0).reshape(2, 3), torch.tensor([1, 2], dtype=torch.int64)
     refs = describe([a, b], buffer)
-    assert [r.offset for r in refs] == [0, a.nbytes] and refs[0].shape == [2, 3]
+    assert [r.offset for r in refs] == [0, 64] and refs[0].shape == [2, 3]  # each at a 64-byte boundary
     back = torch.frombuffer(bytearray(os.pread(buffer.fd, a.nbytes, 0)), dtype=torch.float32).reshape(2, 3)
     assert torch.equal(back, a)
-    assert os.pread(buffer.fd, b.nbytes, a.nbytes) == (1).to_bytes(8, "little") + (2).to_bytes(8, "little")
+    assert os.pread(buffer.fd, b.nbytes, 64) == (1).to_bytes(8, "little") + (2).to_bytes(8, "little")
 
 
 def test_worker_pins_itself_to_the_cores_it_was_given(monkeypatch):

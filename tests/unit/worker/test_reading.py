@@ -135,3 +135,26 @@ def test_a_worker_that_writes_on_after_its_reply_is_read_whole_and_goes_on():
                 assert not processes.stopped(worker.pid)  # it goes on once its outputs are copied
     finally:
         discard(worker)
+
+
+def test_a_timed_call_inputs_are_written_while_the_worker_is_stopped(monkeypatch):
+    """Fed inputs (CPU runs): none of the worker's threads runs while they are written, so it can
+    compute nothing from them before the command that starts the parent's clock."""
+    worker = worker_reading(IDLE)
+    worker._feed = os.memfd_create("feed")
+    stopped_while_written, write = [], CommitBuffer.write
+
+    def watched(buffer, tensors):
+        stopped_while_written.append(processes.stopped(worker.pid))
+        return write(buffer, tensors)
+
+    monkeypatch.setattr(CommitBuffer, "write", watched)
+    try:
+        values = torch.arange(10.0)
+        (ref,) = worker.feed([values], "test")
+        assert stopped_while_written == [True] and not processes.stopped(worker.pid)
+        written = torch.frombuffer(bytearray(os.pread(worker._feed, values.nbytes, ref.offset)), dtype=torch.float32)
+        assert torch.equal(written, values)
+    finally:
+        os.close(worker._feed)
+        discard(worker)
