@@ -170,47 +170,53 @@ def send_model(conn: Connection, message: BaseModel) -> None:
     conn.send_bytes(message.model_dump_json().encode())
 
 
-class CommitBuffer:
-    """Worker side: the memory file the parent handed over, where CPU tensors are written before
-    the reply that describes them."""
+class MappedFile:
+    """A memory file mapped shared, its pages populated, and the mapping kept from one use to the
+    next (a larger one replaces it when the file must grow; the old one goes when nothing views
+    it any more). Copying a tensor into it runs at memory speed: 18 ms per 256 MB on the 2-core
+    VM, against 45 ms (42 to 109) by pwrite."""
 
     def __init__(self, fd: int):
         self.fd = fd
+        self._bytes: torch.Tensor | None = None
+
+    def bytes(self, end: int) -> torch.Tensor:
+        """Its first `end` bytes (`end` > 0), as a uint8 tensor over the mapping."""
+        if self._bytes is None or len(self._bytes) < end:
+            if os.fstat(self.fd).st_size < end:
+                os.ftruncate(self.fd, end)
+            self._bytes = torch.frombuffer(mmap.mmap(self.fd, end, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE),
+                                           dtype=torch.uint8)
+        return self._bytes[:end]
+
+
+class CommitBuffer(MappedFile):
+    """A memory file the parent made, where CPU tensors are written before the reply that
+    describes them (a worker's commit buffer), or before the command that uses them (its feed)."""
 
     def write(self, tensors: list[torch.Tensor]) -> list[TensorRef]:
         """Each tensor at an aligned offset (so that a mapping of the file can view any dtype)."""
         refs, offset = [], 0
         contiguous = [t.detach().contiguous() for t in tensors]
         total = sum(aligned(t.nbytes) for t in contiguous)
-        if os.fstat(self.fd).st_size < total:
-            os.ftruncate(self.fd, total)
+        whole = self.bytes(total) if total else None
         for tensor in contiguous:
             if tensor.nbytes:
-                os.pwrite(self.fd, _as_bytes(tensor), offset)
+                whole[offset:offset + tensor.nbytes].copy_(torch.frombuffer(_as_bytes(tensor), dtype=torch.uint8))
             refs.append(TensorRef(dtype=str(tensor.dtype).removeprefix("torch."), shape=list(tensor.shape),
                                   stride=list(tensor.stride()), storage_offset=0, device="cpu", offset=offset))
             offset += aligned(tensor.nbytes)
         return refs
 
 
-class FeedFile:
-    """Worker side (CPU runs): the memory file the parent writes a timed call's inputs into.
-    Mapped once with its pages populated, and kept: the parent rewrites the same pages for each
-    call, so no timed call faults its inputs in."""
-
-    def __init__(self, fd: int):
-        self.fd = fd
-        self._bytes: torch.Tensor | None = None
+class FeedFile(MappedFile):
+    """Worker side (CPU runs): the memory file the parent writes a timed call's inputs into. The
+    parent rewrites the same pages for each call, so no timed call faults its inputs in."""
 
     def tensors(self, refs: list[TensorRef]) -> list[torch.Tensor]:
         end = max((ref.offset + ref.span_bytes for ref in refs), default=0)
-        if not end:
-            return [tensor_at(torch.empty(0, dtype=torch.uint8), ref) for ref in refs]
-        if self._bytes is None or len(self._bytes) < end:
-            # A larger mapping replaces the last one, which goes when nothing views it any more.
-            self._bytes = torch.frombuffer(mmap.mmap(self.fd, end, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE),
-                                           dtype=torch.uint8)
-        return [tensor_at(self._bytes[ref.offset:ref.offset + ref.span_bytes], ref) for ref in refs]
+        whole = self.bytes(end) if end else torch.empty(0, dtype=torch.uint8)
+        return [tensor_at(whole[ref.offset:ref.offset + ref.span_bytes], ref) for ref in refs]
 
 
 def aligned(size: int) -> int:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from harness.worker import processes
-from harness.worker.parent import CommitFile, ReadBuffers, Worker
+from harness.worker.parent import CommitFile, ReadBuffers, Worker, sealed_memory_file
 from harness.worker.protocol import CommitBuffer, describe
 
 IDLE = "import time; time.sleep(600)"
@@ -141,7 +141,7 @@ def test_a_timed_call_inputs_are_written_while_the_worker_is_stopped(monkeypatch
     """Fed inputs (CPU runs): none of the worker's threads runs while they are written, so it can
     compute nothing from them before the command that starts the parent's clock."""
     worker = worker_reading(IDLE)
-    worker._feed = os.memfd_create("feed")
+    worker._feed = CommitBuffer(sealed_memory_file("feed"))
     stopped_while_written, write = [], CommitBuffer.write
 
     def watched(buffer, tensors):
@@ -153,8 +153,10 @@ def test_a_timed_call_inputs_are_written_while_the_worker_is_stopped(monkeypatch
         values = torch.arange(10.0)
         (ref,) = worker.feed([values], "test")
         assert stopped_while_written == [True] and not processes.stopped(worker.pid)
-        written = torch.frombuffer(bytearray(os.pread(worker._feed, values.nbytes, ref.offset)), dtype=torch.float32)
+        written = torch.frombuffer(bytearray(os.pread(worker._feed.fd, values.nbytes, ref.offset)), dtype=torch.float32)
         assert torch.equal(written, values)
+        with pytest.raises(PermissionError):  # the parent maps it to write: a shrunk file would fault it
+            os.ftruncate(worker._feed.fd, 0)
     finally:
-        os.close(worker._feed)
+        os.close(worker._feed.fd)
         discard(worker)
