@@ -13,8 +13,10 @@ GCC_STYLE = re.compile(r"^(?P<path>[^\s:][^:]*?):(?P<line>\d+):(?:(?P<col>\d+):)
 NVCC_STYLE = re.compile(r"^(?P<path>\S+?)\((?P<line>\d+)\):\s*(?P<sev>error|warning)(?:\s*#[\w-]+(?:-D)?)?:\s*(?P<msg>.+)$")
 UNLOCATED = re.compile(r"^(?:ptxas\s+)?(?P<sev>fatal error|error|fatal)\s*:\s*(?P<msg>.+)$", re.IGNORECASE)
 UNDEFINED_REFERENCE = re.compile(r"undefined reference to .+")
+# Not the compiler's: build-tool summaries, and log lines of C++ libraries, which name their
+# source as "File.cpp:48]" (torch's, in a build worker that sees no GPU: "gpuGetDeviceCount failed").
 NOISE = re.compile(r"ninja: build stopped|collect2: error|Error building extension|error: command|"
-                   r"subprocess\.CalledProcessError|RuntimeError: Error", re.IGNORECASE)
+                   r"subprocess\.CalledProcessError|RuntimeError: Error|\w\.(?:cpp|cc|h):\d+\]", re.IGNORECASE)
 BUILD_FAILURE = re.compile(r"Error (building|compiling objects for) extension")
 OWN_SOURCES = re.compile(r"^(main\.cpp|cuda\.cu|.*\.(cu|cpp|cc|cuh))$")
 MAX_MESSAGE = 300

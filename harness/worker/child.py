@@ -45,8 +45,14 @@ class LaunchFailed(RuntimeError):
     """A kernel launch failed and nothing checked: the kernel never ran."""
 
 
+HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep  # this package's files
+
+
 def failure(phase: Phase, exc: BaseException) -> Failure:
-    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    """The exception as data; its traceback without the harness's own frames (the worker's loop
+    that called the candidate), so the evidence starts where the candidate's code does."""
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if not frame.filename.startswith(HARNESS_DIR)]
+    lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
     return Failure(
         phase=phase, exc_type=type(exc).__name__, message=str(exc)[:MAX_MESSAGE_CHARS],
         traceback=[line.rstrip()[:500] for line in lines[-8:]],

@@ -12,6 +12,13 @@ def test_compiler_output_without_location_noise_and_warnings():
         "error: Entry function 'k' uses too much shared data (0x10000 bytes)", "error: undefined reference to `foo()'"]
 
 
+def test_a_library_log_line_in_the_build_output_is_no_compiler_error():
+    """A build worker sees no GPU, and torch says so in its own log format while building."""
+    log = ("ERROR: 2026-11-25 15:47:26 1:1 DeviceProperties.cpp:48] gpuGetDeviceCount failed with code 100\n"
+           "/b/k/main.cpp:4:57: error: 'custom_conv2d_cuda' was not declared in this scope\n")
+    assert [d.message for d in parse_compiler_output(log)] == ["'custom_conv2d_cuda' was not declared in this scope"]
+
+
 def test_the_first_error_does_not_depend_on_which_source_finished_compiling_first():
     """ninja compiles main.cpp and cuda.cu at once: the kernel source's error leads either way."""
     binding = "/b/k/main.cpp:4:5: error: 'conv2d_cuda' was not declared in this scope\n"

@@ -7,7 +7,8 @@ import types
 import pytest
 import torch
 
-from harness.worker.child import NotPlainTensor, Session, cast_inputs, param_digests, pin_to_cpus, plain_outputs
+from harness.records import Phase
+from harness.worker.child import NotPlainTensor, Session, cast_inputs, failure, param_digests, pin_to_cpus, plain_outputs
 from harness.worker.protocol import Command, CommitBuffer, FeedFile, WorkerJob, describe
 
 
@@ -110,3 +111,17 @@ def test_worker_pins_itself_to_the_cores_it_was_given(monkeypatch):
     pinned.clear()
     pin_to_cpus(None)
     assert pinned == []
+
+
+def test_a_failure_shows_the_candidate_frames_not_the_workers_own(tmp_path):
+    class Broken(torch.nn.Module):
+        def forward(self, x):
+            raise TypeError("'module' object is not callable")
+
+    worker = session(counting_problem(), tmp_path)
+    worker.model = Broken()
+    with pytest.raises(TypeError) as raised:
+        worker.trial(Command(op="trial", seed=1))
+    lines = failure(Phase.correctness, raised.value).traceback
+    assert not any("/harness/worker/" in line for line in lines), lines
+    assert "in forward" in lines[-2] and lines[-1] == "TypeError: 'module' object is not callable"
