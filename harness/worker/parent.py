@@ -521,5 +521,5 @@ class Worker:
         self.conn.close()
         self.log.close()
         self.buffer.close()
-        os.close(self._feed.fd)
+        self._feed.close()
         shutil.rmtree(self.scratch, ignore_errors=True)

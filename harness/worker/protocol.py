@@ -189,6 +189,10 @@ class MappedFile:
                                            dtype=torch.uint8)
         return self._bytes[:end]
 
+    def close(self) -> None:
+        self._bytes = None  # the mapping goes with the last view of it
+        os.close(self.fd)
+
 
 class CommitBuffer(MappedFile):
     """A memory file the parent made, where CPU tensors are written before the reply that

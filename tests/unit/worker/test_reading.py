@@ -158,5 +158,5 @@ def test_a_timed_call_inputs_are_written_while_the_worker_is_stopped(monkeypatch
         with pytest.raises(PermissionError):  # the parent maps it to write: a shrunk file would fault it
             os.ftruncate(worker._feed.fd, 0)
     finally:
-        os.close(worker._feed.fd)
+        worker._feed.close()
         discard(worker)
