@@ -45,13 +45,17 @@ class LaunchFailed(RuntimeError):
     """A kernel launch failed and nothing checked: the kernel never ran."""
 
 
-HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep  # this package's files
+# Frames that are no candidate's: this package's (the worker's loop that called the candidate) and
+# nn.Module's call dispatch, between that loop and the candidate's forward.
+PLUMBING = (os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep,
+            os.path.realpath(torch.nn.modules.module.__file__))
 
 
 def failure(phase: Phase, exc: BaseException) -> Failure:
-    """The exception as data; its traceback without the harness's own frames (the worker's loop
-    that called the candidate), so the evidence starts where the candidate's code does."""
-    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if not frame.filename.startswith(HARNESS_DIR)]
+    """The exception as data; its traceback without plumbing frames, so the evidence starts
+    where the candidate's code does."""
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__)
+              if not os.path.realpath(frame.filename).startswith(PLUMBING)]
     lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
     return Failure(
         phase=phase, exc_type=type(exc).__name__, message=str(exc)[:MAX_MESSAGE_CHARS],
