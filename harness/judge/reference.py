@@ -202,7 +202,7 @@ class ReferenceRunner:
             return None
         with contextlib.ExitStack() as reading:
             try:
-                inputs = reading.enter_context(self.worker.reading(reply.inputs, "reference inputs"))
+                inputs = reading.enter_context(self.worker.reading(reply.inputs, "reference inputs", held=True))
             except WorkerStopped as stopped:
                 raise ReferenceFailed(f"reference inputs: {stopped.stop.error}") from None
             return target.feed(inputs, "timing")  # a worker that does not stop for it: its own failure

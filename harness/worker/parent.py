@@ -409,22 +409,29 @@ class Worker:
         return reply
 
     @contextlib.contextmanager
-    def reading(self, refs: list[TensorRef], phase: str) -> Iterator[list[torch.Tensor]]:
+    def reading(self, refs: list[TensorRef], phase: str, held: bool = False) -> Iterator[list[torch.Tensor]]:
         """The worker's tensors, read in place and valid only inside this block: CUDA ones mapped
         from its allocations (the worker holds them until its next command), CPU ones copied out
-        of its commit buffer into one of the parent's read buffers, which the next block reuses."""
+        of its commit buffer into one of the parent's read buffers, which the next block reuses.
+        With `held`, CPU ones are views of the commit buffer instead, and the worker stays
+        stopped for the whole block: for tensors passed straight on (a reference's inputs, fed
+        to a timed worker), which then cost one copy, not two."""
         mappings: list[cuda_ipc.Mapping] = []
         host = bytearray()
         try:
-            with self._held_still(refs, phase):
+            with contextlib.ExitStack() as still:
+                still.enter_context(self._held_still(refs, phase))
                 try:
-                    host = self._read_buffers.take(self._host_bytes(refs))
-                    tensors = self._read_all(refs, host, mappings)
+                    needed = self._host_bytes(refs)
+                    host = bytearray() if held else self._read_buffers.take(needed)
+                    tensors = self._read_all(refs, None if held else host, mappings)
                 except (ValueError, RuntimeError, OSError) as exc:
                     raise self._stopped(StopReason.broke_protocol,
                                         f"worker sent an unreadable tensor during {phase}: {exc}") from None
-            yield tensors
-            del tensors  # nothing may keep a view of memory that is about to be unmapped or reused
+                if not held:
+                    still.close()  # copied out: the worker goes on
+                yield tensors
+                del tensors  # nothing may keep a view of memory that is about to be unmapped or reused
         finally:
             for mapping in mappings:
                 mapping.close()
@@ -470,7 +477,8 @@ class Worker:
             raise ValueError("a CPU tensor runs past the worker's commit buffer")
         return sum(aligned(ref.span_bytes) for ref in cpu)
 
-    def _read_all(self, refs: list[TensorRef], host: bytearray, mappings: list) -> list[torch.Tensor]:
+    def _read_all(self, refs: list[TensorRef], host: bytearray | None, mappings: list) -> list[torch.Tensor]:
+        """CPU tensors copied into `host`, or (None) views of the commit buffer itself."""
         tensors, offset = [], 0
         whole = torch.frombuffer(host, dtype=torch.uint8) if host else torch.empty(0, dtype=torch.uint8)
         written = self.buffer.bytes(max((r.offset + r.span_bytes for r in refs if r.device == "cpu"), default=0))
@@ -478,7 +486,9 @@ class Worker:
             if ref.dtype not in ALLOWED_DTYPES:
                 raise ValueError(f"unsupported dtype {ref.dtype}")
             span = ref.span_bytes
-            if ref.device == "cpu":
+            if ref.device == "cpu" and host is None:
+                raw = written[ref.offset:ref.offset + span]
+            elif ref.device == "cpu":
                 raw = whole[offset:offset + span].copy_(written[ref.offset:ref.offset + span])
                 offset += aligned(span)
             else:

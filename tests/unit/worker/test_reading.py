@@ -160,3 +160,14 @@ def test_a_timed_call_inputs_are_written_while_the_worker_is_stopped(monkeypatch
     finally:
         worker._feed.close()
         discard(worker)
+
+
+def test_tensors_passed_straight_on_are_read_in_place_with_the_worker_stopped_throughout(parent):
+    sent = [torch.randn(3, 5), torch.arange(7, dtype=torch.int64)]
+    refs = describe(sent, CommitBuffer(parent.buffer.fd))
+    with parent.reading(refs, "test", held=True) as read:
+        assert all(torch.equal(a, b) for a, b in zip(read, sent))
+        assert processes.stopped(parent.pid)  # its commit buffer cannot change under the views
+        CommitBuffer(parent.buffer.fd).write([torch.zeros(3, 5)])
+        assert read[0].abs().sum() == 0  # views, not copies
+    assert not processes.stopped(parent.pid)
