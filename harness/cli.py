@@ -252,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     except StoreFailed as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except ModuleNotFoundError as exc:  # the harness's own dependencies (torch, pydantic...): not candidates'
+        print(f"harness: error: {exc.name or exc} is not installed for {sys.executable}; set up as the README says",
+              file=sys.stderr)
+        return EXIT_USAGE
     except confinement_failed() as exc:  # evaluated only when something was raised: it imports torch
         print(f"harness: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
