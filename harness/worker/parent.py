@@ -36,8 +36,8 @@ from ..records import Limits, SandboxMode
 from . import cuda_ipc, processes
 from .confine import CONFINE_FAILED
 from .launch import BOOTSTRAP
-from .protocol import ALLOWED_DTYPES, REPLY, Command, CommitBuffer, Reply, TensorRef, WorkerJob, aligned, fits, send_model, \
-    tensor_at
+from .protocol import (ALLOWED_DTYPES, REPLY, Command, CommitBuffer, Reply, TensorRef, WorkerJob, aligned, fits,
+                       send_model, tensor_at)
 from .sandbox import EXTENSIONS, PACKAGE_DIR, SandboxPolicy, confinement, default_limits
 
 RUN_TOKEN_VAR = "HARNESS_RUN_TOKEN"  # set by a run on all its launchers (see schedule/plan.py)
@@ -258,8 +258,8 @@ class Worker:
         with pace.launching():
             self.process = subprocess.Popen(
                 [sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec_path), str(child_sock.fileno()),
-                 str(self.buffer.fd), str(self._feed.fd)], pass_fds=[child_sock.fileno(), self.buffer.fd, self._feed.fd],
-                stdin=subprocess.DEVNULL,
+                 str(self.buffer.fd), str(self._feed.fd)],
+                pass_fds=[child_sock.fileno(), self.buffer.fd, self._feed.fd], stdin=subprocess.DEVNULL,
                 stdout=self.log, stderr=subprocess.STDOUT, cwd=self.scratch, env=self._env(), start_new_session=True,
             )
         child_sock.close()

@@ -158,8 +158,8 @@ class Reply(BaseModel):
 
 REPLY = TypeAdapter(Reply)
 # What a successful reply to each command must carry; anything else is a broken (or forged) message.
-REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs"), "inputs": (), "warmup": (), "timed": ("elapsed_ms", "outputs"),
-                   "floor": ("floor",), "math": ()}
+REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs"), "inputs": (), "warmup": (),
+                   "timed": ("elapsed_ms", "outputs"), "floor": ("floor",), "math": ()}
 
 
 def fits(command: Command, reply: Reply) -> bool:
