@@ -4,6 +4,7 @@ on the same candidates.
 
     python bench/scale.py [CANDIDATES] --out bench.json [--problems problems] [--kernelbench-flow]
                           [--kernelbench PATH] [--runs cold1,warm1,again1,cold1_nowarm,fixed1,warmN]
+                          [--repeat K] [--scratch DIR]
 
 Runs (each a real `python -m harness eval`, in order; the warm ones share one build cache):
   cold1         empty build cache, GPU 0 only (on CPU: the whole machine), adaptive timing
@@ -13,6 +14,10 @@ Runs (each a real `python -m harness eval`, in order; the warm ones share one bu
   fixed1        warm, 100 fixed timed calls (KernelBench's count): medians against adaptive's
   warmN         warm, all visible GPUs (same verdicts as warm1 is checked)
   coldN         empty cache, all visible GPUs
+With --scratch, the build caches live there (not in a temporary folder), so a later invocation's
+warm runs reuse an earlier one's builds. With --repeat K, each candidate is evaluated K times (K
+copies, same code, so one build each): enough work to keep every GPU busy when 1 vs N GPUs is
+the question, as a training loop's batches would.
 Then, with --kernelbench-flow, bench/kernelbench_flow.py on the same candidates and GPU.
 
 The harness's overhead is the wall time beyond an ideal schedule of the unavoidable work: each
@@ -32,8 +37,10 @@ import os
 import statistics
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,6 +53,8 @@ def harness_run(candidates: Path, problems: Path, build: Path, scratch: Path, na
     """One `harness eval`; its cache home (where the precompiled torch header is kept) goes with
     its build cache, so a cold run makes that header too."""
     out = scratch / name
+    shutil.rmtree(out, ignore_errors=True)  # a scratch folder kept from an earlier invocation
+    (scratch / f"{name}.db").unlink(missing_ok=True)
     began = time.monotonic()
     subprocess.run([sys.executable, "-m", "harness", "eval", str(candidates), "--problems", str(problems),
                     "--build-dir", str(build), "--db", str(scratch / f"{name}.db"), "--out", str(out), *extra],
@@ -185,6 +194,8 @@ def main() -> int:
     parser.add_argument("--runs", default="cold1,warm1,again1,cold1_nowarm,fixed1,warmN")
     parser.add_argument("--kernelbench-flow", action="store_true")
     parser.add_argument("--kernelbench", default=None, help="a KernelBench checkout for --kernelbench-flow")
+    parser.add_argument("--repeat", type=int, default=1, help="evaluate each candidate this many times")
+    parser.add_argument("--scratch", type=Path, default=None, help="keep build caches and results here")
     parser.add_argument("--compare", nargs=2, metavar="FILE:RUN", help="compare two runs' medians from earlier --out files")
     args = parser.parse_args()
     if args.compare:
@@ -199,15 +210,19 @@ def main() -> int:
 
     jobs = plan_resources("cuda" if gpus else "cpu", [0] if gpus else None, None).jobs
     report: dict = {"gpus": gpus, "device": torch.cuda.get_device_name(0) if gpus else "cpu", "runs": {}}
-    with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
+    with nullcontext(str(args.scratch)) if args.scratch else tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
         scratch = Path(tmp)
+        scratch.mkdir(parents=True, exist_ok=True)
+        candidates = repeated(args.candidates, args.repeat, scratch / "candidates") if args.repeat > 1 else args.candidates
+        report["repeat"] = args.repeat
         builds = {name: scratch / ("cache" if name.startswith(("warm", "again", "fixed")) or name == "cold1"
                                    else f"cache_{name}") for name in args.runs.split(",")}
         for name in args.runs.split(","):
             extra = ["--gpus", "0"] if "1" in name and gpus else []
             extra += ["--warm-workers", "0"] if name.endswith("nowarm") else []
             extra += ["--trials", "100"] if name.startswith("fixed") else []
-            run = harness_run(args.candidates, args.problems, builds[name], scratch, name, extra)
+            label = name if args.repeat == 1 else f"{name}_x{args.repeat}"
+            run = harness_run(candidates, args.problems, builds[name], scratch, label, extra)
             report["runs"][name] = summarize(run, jobs, 1 if "1" in name else max(1, gpus), 5)
             print(f"{name}: {report['runs'][name]['wall_s']:.1f} s", file=sys.stderr)
             args.out.write_text(json.dumps(report, indent=2))  # a run cut short keeps what it measured
@@ -244,6 +259,18 @@ def main() -> int:
     print(json.dumps({k: v for k, v in report.items() if k != "runs"} |
                      {"runs": {n: {k: v for k, v in r.items() if k != "verdicts"} for n, r in runs.items()}}, indent=2))
     return 0
+
+
+def repeated(candidates: Path, times: int, into: Path) -> Path:
+    """A copy of the candidates folder with each file `times` times (name_r1.py, ...)."""
+    shutil.rmtree(into, ignore_errors=True)
+    for source in candidates.rglob("*"):
+        if source.is_file():
+            target = into / source.relative_to(candidates)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            for copy in range(times):
+                shutil.copyfile(source, target.with_name(f"{source.stem}_r{copy}{source.suffix}"))
+    return into
 
 
 def visible_first() -> str:
