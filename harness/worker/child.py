@@ -235,12 +235,9 @@ class Session:
             self.profiled(call) if last else call()
 
     def profiled(self, call) -> tuple[float, Profile]:
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if self.job.device == "cuda":
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        profiler = torch.profiler.profile(activities=activities)
+        profiler = new_profiler(self.job.device)
         elapsed = time_call(call, self.flush, lambda: profiler)
-        return elapsed, summarize_profile(profiler.events(), elapsed)
+        return elapsed, summarize_profile(profiler.function_events, elapsed)
 
     def timed(self, command: Command) -> tuple[float, list[torch.Tensor], Profile | None]:
         """One timed call on inputs learned only now: fed, or made from a seed learned now."""
@@ -394,13 +391,21 @@ def load(conn: Connection, job: WorkerJob, buffer: CommitBuffer, feed: FeedFile,
     return session
 
 
+def new_profiler(device: str) -> torch.autograd.profiler.profile:
+    """The CPU's operators and, on a GPU, its kernels: torch.autograd's profiler, built as the
+    torch.profiler wrapper builds it, without the wrapper, whose start asks whether torch has
+    `_inductor` and so imports it (1.1 s of every worker's boot on the CPU machine, 7 s on the
+    GPU machine)."""
+    profiler = torch.autograd.profiler.profile(use_device="cuda" if device == "cuda" else None, use_kineto=True)
+    if device == "cuda" and torch.profiler.ProfilerActivity.CUDA not in getattr(profiler, "kineto_activities", ()):
+        profiler = torch.autograd.profiler.profile(use_cuda=True, use_kineto=True)  # torch before use_device="cuda"
+    return profiler
+
+
 def warm_profiler(device: str) -> None:
-    """The profiler's one-time set-up (over a second the first time), done before any timing: on a
-    booting worker, while another candidate is judged."""
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if device == "cuda":
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with torch.profiler.profile(activities=activities):
+    """The profiler's one-time set-up, done before any timing: on a booting worker, while another
+    candidate is judged."""
+    with new_profiler(device):
         torch.zeros(1, device=device).add_(1)
 
 

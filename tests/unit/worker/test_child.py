@@ -2,6 +2,8 @@
 when timing inputs are made, and pinning to the cores a worker was given."""
 
 import os
+import subprocess
+import sys
 import types
 
 import pytest
@@ -90,6 +92,16 @@ def test_only_contiguous_cpu_tensor_inputs_can_be_fed(tmp_path):
 def test_a_profiled_call_says_which_operators_ran(tmp_path):
     _, _, profile = session(counting_problem(), tmp_path).timed(Command(op="timed", seed=1, profile=True))
     assert "aten::relu" in profile.ops and profile.elapsed_ms > 0
+
+
+def test_setting_up_the_profiler_does_not_import_inductor():
+    """A worker's boot sets the profiler up; torch.profiler's wrapper would import torch._inductor
+    doing so (7 s of every boot on the GPU machine)."""
+    probe = ("import sys; from harness.worker.child import warm_profiler; warm_profiler('cpu'); "
+             "print('torch._inductor' in sys.modules)")
+    imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                              env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)})
+    assert imported.stdout.strip() == "False"
 
 
 def test_cpu_tensors_are_written_to_the_commit_buffer_before_they_are_described(tmp_path):
