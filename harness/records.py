@@ -324,10 +324,8 @@ class Observations(BaseModel):
     floor_fraction: float | None = None
     log_tail: str | None = None
     elapsed_s: float = 0.0
-    # Wall seconds per phase reached (load includes booting a worker when none was ready, and
-    # waiting for the lane's previous worker to be gone), and "exit": the worker's shutdown, or
-    # only handing it over where a lane closes it meanwhile. Where a candidate's time went
-    # beyond its device time.
+    # Wall seconds per phase reached (load includes booting a worker when none was ready), and
+    # "exit": the worker's shutdown. Where a candidate's time went beyond its device time.
     phase_s: dict[str, float] = Field(default_factory=dict)
     build_s: float | None = None
     build_cached: bool = False

@@ -14,7 +14,6 @@ import contextlib
 import random
 import statistics
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -76,14 +75,10 @@ class CandidateRun:
 
     def __init__(self, problem: Problem, candidate: Candidate, config: EvalConfig, key_dir: Path,
                  reference: ReferenceRunner, run_id: str, placement: Placement = Placement(),
-                 build: BuildOutcome | None = None, worker: Worker | None = None, quiet: Quiet = no_quiet,
-                 let_go: Callable[[Worker], None] = Worker.close, settle: Callable[[], None] = lambda: None):
-        """`worker`: one booted ahead (a lane's spare), or None to boot one. `let_go` ends the
-        worker once its verdict is known (a lane closes it while the next candidate loads);
-        `settle` waits, once loaded, until the device is the candidate's alone."""
+                 build: BuildOutcome | None = None, worker: Worker | None = None, quiet: Quiet = no_quiet):
+        """`worker`: one booted ahead (a lane's spare), or None to boot one."""
         self.problem, self.candidate, self.config, self.reference = problem, candidate, config, reference
         self.key_dir, self.placement, self.worker, self.quiet = key_dir, placement, worker, quiet
-        self.let_go, self.settle = let_go, settle
         self.rng = random.SystemRandom()  # the seeds, and which calls are checked and profiled: never predictable
         self.subject = Subject.of(run_id, candidate, problem)
         self.observed = Observations(reference_timing=reference.timing, gpu=placement.gpu,
@@ -97,7 +92,7 @@ class CandidateRun:
         with self._phase(Phase.load):
             worker, loaded = self._start()
         self.observed.protections = worker.protections
-        try:
+        with worker:
             try:
                 if isinstance(loaded, WorkerStopped):
                     raise loaded
@@ -106,9 +101,7 @@ class CandidateRun:
                 verdict = verdicts.of_stop(stopped.stop)
             if verdict.status is not Status.ok:
                 self.observed.log_tail = worker.log_tail(LOG_TAIL_CHARS) or None
-        finally:
             exiting = time.monotonic()
-            self.let_go(worker)
         release_device_cache(self.config.device)  # its timed outputs' copies, freed by now
         self.observed.phase_s["exit"] = round(time.monotonic() - exiting, 3)
         self.observed.elapsed_s = round(time.monotonic() - began, 3)
@@ -152,7 +145,6 @@ class CandidateRun:
             return verdict
         if init_differs(self.reference.params, loaded.params or []):
             self.observed.note(Flag.init_differs)
-        self.settle()
         timed = Timed()
         steps = ((Phase.correctness, lambda: self._check_trials(worker)),
                  (Phase.timing, lambda: self._time(worker, timed)),

@@ -1,18 +1,12 @@
 """A lane: one placement (one GPU, or the CPU) that evaluates candidates one at a time, keeping
 the reference worker of the problem at hand for the next candidate of the same problem, and the
 next worker booted ahead (confined, torch imported) while the current candidate is judged. On a
-CPU run, a lane with nothing to judge yet starts the references of problems still building.
-
-A judged candidate's worker is closed in the background (on a GPU, its exit takes 0.15 s) while
-the next one loads; the next candidate's trials, and every timing window, wait until it is gone,
-so the device and its memory are never shared with it. Until then it counts as running (its
-code may still write: run.py's Keeper)."""
+CPU run, a lane with nothing to judge yet starts the references of problems still building."""
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import threading
 from collections.abc import Callable
 from typing import ContextManager
 
@@ -39,8 +33,7 @@ class Lane:
         `boot_cpus` until they get a job, paced by `pace`."""
         self.config, self.run_id, self.placement, self.cache = config, run_id, placement, cache
         self.reference_failures = reference_failures  # problem id -> reason, shared by a run's lanes
-        self.gate_quiet, self.boot_cpus, self.pace = quiet, boot_cpus, pace
-        self.closing: list[threading.Thread] = []  # closing the workers of candidates already judged
+        self.quiet, self.boot_cpus, self.pace = quiet, boot_cpus, pace
         self.reference: ReferenceRunner | None = None
         self.prepared: dict[str, ReferenceRunner] = {}  # started ahead, by problem
         self.peaks: Peaks | None = None  # this GPU's peak rates, measured by the lane's first reference
@@ -52,40 +45,11 @@ class Lane:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self.settle()
         self._drop_reference()
         for reference in self.prepared.values():
             reference.close()
         while self.spares:
             self.spares.popleft().discard()  # never given a job: nothing of a candidate's to wind down
-
-    def quiet(self, timed: list[int]) -> ContextManager:
-        """A timing window, opened once the workers this lane let go of are gone."""
-        self.settle()
-        return self.gate_quiet(timed)
-
-    def settle(self) -> None:
-        """Wait until every worker this lane let go of has exited."""
-        while self.closing:
-            self.closing.pop().join()
-
-    def letting_go(self, running: Callable[[], ContextManager]) -> Callable[[Worker], None]:
-        """Closes a judged candidate's worker in the background, the candidate running until then."""
-        def let_go(worker: Worker) -> None:
-            still_running = running()
-            still_running.__enter__()  # now, before its result is stored: no gap in which it is not a suspect
-
-            def close() -> None:
-                try:
-                    worker.close()
-                finally:
-                    still_running.__exit__(None, None, None)
-
-            thread = threading.Thread(target=close, name="close-worker", daemon=True)
-            thread.start()
-            self.closing.append(thread)
-
-        return let_go
 
     def _boot(self) -> Worker:
         return Worker(self.placement, role="worker", device=self.config.device, timeout_s=self.config.timeout_s,
@@ -120,8 +84,7 @@ class Lane:
             verdict = verdicts.reference_failed(self.reference_failures[problem.id])
             return verdicts.result(subject, verdict, Observations(gpu=self.placement.gpu))
         run = CandidateRun(problem, candidate, self.config, self.cache.key_dir(candidate.code_hash), self.reference,
-                           self.run_id, self.placement, outcome, self._worker(), self.quiet,
-                           let_go=self.letting_go(running), settle=self.settle)
+                           self.run_id, self.placement, outcome, self._worker(), self.quiet)
         try:
             with running():
                 return run.run()
@@ -148,7 +111,6 @@ class Lane:
         """The problem's reference, started; None when it failed (recorded in reference_failures)."""
         reference = ReferenceRunner(problem, self.config, self.cache.key_dir(problem.source_hash), self.placement,
                                     peaks=self.peaks, worker=self._worker(), quiet=self.quiet)
-        self.settle()  # its load overlaps the last worker's exit; its timing and floor must not
         try:
             reference.start()
         except ReferenceFailed as failed:

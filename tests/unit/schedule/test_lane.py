@@ -1,9 +1,5 @@
 """A lane's references started ahead: kept by problem until their first candidate, never more
-than the device allows, a failed start remembered as the problem's, all closed with the lane.
-A judged candidate's worker exits in the background, never inside a timing window."""
-
-import contextlib
-import threading
+than the device allows, a failed start remembered as the problem's, all closed with the lane."""
 
 import pytest
 
@@ -12,7 +8,6 @@ from harness.judge.reference import ReferenceFailed
 from harness.records import EvalConfig, Problem
 from harness.schedule import lane as lane_module
 from harness.schedule.lane import PREPARED_REFERENCES, Lane
-from harness.schedule.plan import ActiveSet
 from harness.worker.parent import Placement
 from tests.unit.builds.test_cache import TOOLCHAIN
 
@@ -70,44 +65,3 @@ def test_no_more_are_started_ahead_than_the_device_allows(tmp_path, fake_referen
         assert not lane.can_prepare
     with make_lane(tmp_path, "cuda", {}) as lane:
         assert not lane.can_prepare  # each would hold GPU memory beside the one in use
-
-
-class ClosingWorker:
-    """A judged candidate's worker whose exit takes until `exit_done` is set."""
-
-    def __init__(self):
-        self.exit_done, self.closed = threading.Event(), threading.Event()
-
-    def close(self) -> None:
-        self.exit_done.wait(10)
-        self.closed.set()
-
-
-def test_a_judged_workers_exit_overlaps_the_next_load_but_no_timing_window(tmp_path):
-    active = ActiveSet()
-    opened = threading.Event()
-    with make_lane(tmp_path, "cuda", {}) as lane:
-        worker = ClosingWorker()
-        lane.letting_go(lambda: active.running("relu/a.py"))(worker)
-        assert active.drain() == {"relu/a.py"}  # a suspect from the moment it is let go ...
-        assert active.drain() == {"relu/a.py"}  # ... until it has exited
-
-        def window() -> None:
-            with lane.quiet([]):
-                opened.set()
-
-        timing = threading.Thread(target=window)
-        timing.start()
-        assert not opened.wait(0.3)  # the next timing window waits for the exit
-        worker.exit_done.set()
-        assert opened.wait(10) and worker.closed.is_set()
-        timing.join()
-    assert active.drain() == {"relu/a.py"} and active.drain() == set()
-
-
-def test_a_lane_closes_with_its_last_worker_gone(tmp_path):
-    worker = ClosingWorker()
-    worker.exit_done.set()
-    with make_lane(tmp_path, "cpu", {}) as lane:
-        lane.letting_go(contextlib.nullcontext)(worker)
-    assert worker.closed.is_set() and not lane.closing
