@@ -15,9 +15,10 @@ Runs (each a real `python -m harness eval`, in order; the warm ones share one bu
   warmN         warm, all visible GPUs (same verdicts as warm1 is checked)
   coldN         empty cache, all visible GPUs
 With --scratch, the build caches live there (not in a temporary folder), so a later invocation's
-warm runs reuse an earlier one's builds. With --repeat K, each candidate is evaluated K times (K
-copies, same code, so one build each): enough work to keep every GPU busy when 1 vs N GPUs is
-the question, as a training loop's batches would.
+warm runs reuse an earlier one's builds (its cold runs empty theirs first). With --repeat K, each
+candidate is evaluated K times (copies name_r0.py ... in <problem>/ folders, same code, so one
+build each): enough work to keep every GPU busy when 1 vs N GPUs is the question, as a training
+loop's batches would.
 Then, with --kernelbench-flow, bench/kernelbench_flow.py on the same candidates and GPU.
 
 The harness's overhead is the wall time beyond an ideal schedule of the unavoidable work: each
@@ -54,7 +55,11 @@ def harness_run(candidates: Path, problems: Path, build: Path, scratch: Path, na
     its build cache, so a cold run makes that header too."""
     out = scratch / name
     shutil.rmtree(out, ignore_errors=True)  # a scratch folder kept from an earlier invocation
-    (scratch / f"{name}.db").unlink(missing_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        (scratch / f"{name}.db{suffix}").unlink(missing_ok=True)
+    if name.startswith("cold"):
+        for cache in (build, build.with_name(build.name + "_home")):
+            shutil.rmtree(cache, ignore_errors=True)
     began = time.monotonic()
     subprocess.run([sys.executable, "-m", "harness", "eval", str(candidates), "--problems", str(problems),
                     "--build-dir", str(build), "--db", str(scratch / f"{name}.db"), "--out", str(out), *extra],
@@ -198,6 +203,8 @@ def main() -> int:
     parser.add_argument("--scratch", type=Path, default=None, help="keep build caches and results here")
     parser.add_argument("--compare", nargs=2, metavar="FILE:RUN", help="compare two runs' medians from earlier --out files")
     args = parser.parse_args()
+    if args.repeat > 1 and args.kernelbench_flow:
+        parser.error("--repeat and --kernelbench-flow: the flow would judge one copy against the harness's K")
     if args.compare:
         args.out.write_text(json.dumps(median_agreement(*map(load_run, args.compare)), indent=2))
         print(args.out.read_text())
@@ -213,7 +220,8 @@ def main() -> int:
     with nullcontext(str(args.scratch)) if args.scratch else tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
         scratch = Path(tmp)
         scratch.mkdir(parents=True, exist_ok=True)
-        candidates = repeated(args.candidates, args.repeat, scratch / "candidates") if args.repeat > 1 else args.candidates
+        candidates = repeated(args.candidates, args.repeat, scratch / f"candidates_x{args.repeat}") \
+            if args.repeat > 1 else args.candidates
         report["repeat"] = args.repeat
         builds = {name: scratch / ("cache" if name.startswith(("warm", "again", "fixed")) or name == "cold1"
                                    else f"cache_{name}") for name in args.runs.split(",")}
@@ -262,7 +270,12 @@ def main() -> int:
 
 
 def repeated(candidates: Path, times: int, into: Path) -> Path:
-    """A copy of the candidates folder with each file `times` times (name_r1.py, ...)."""
+    """A copy of the candidates folder with each file `times` times (name_r0.py, ...). Only
+    <problem>/<name> files: a KernelBench-named file's problem is in its name, which a suffix breaks."""
+    if into.resolve() in (candidates.resolve(), *candidates.resolve().parents):
+        sys.exit(f"bench: --repeat would replace {into}, which holds the candidates")
+    if any(path.is_file() for path in candidates.iterdir()):
+        sys.exit(f"bench: --repeat needs <problem>/<name> files; {candidates} has files at its top level")
     shutil.rmtree(into, ignore_errors=True)
     for source in candidates.rglob("*"):
         if source.is_file():

@@ -395,7 +395,8 @@ def new_profiler(device: str) -> torch.autograd.profiler.profile:
     """The CPU's operators and, on a GPU, its kernels: torch.autograd's profiler, built as the
     torch.profiler wrapper builds it, without the wrapper, whose start asks whether torch has
     `_inductor` and so imports it (1.1 s of every worker's boot on the CPU machine, 7 s on the
-    GPU machine)."""
+    GPU machine). Not taken over from it: a CUPTI workaround for inductor's CUDA graphs before
+    CUDA 12.6."""
     profiler = torch.autograd.profiler.profile(use_device="cuda" if device == "cuda" else None, use_kineto=True)
     if device == "cuda" and torch.profiler.ProfilerActivity.CUDA not in getattr(profiler, "kineto_activities", ()):
         profiler = torch.autograd.profiler.profile(use_cuda=True, use_kineto=True)  # torch before use_device="cuda"
