@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,12 @@ UNCOUNTED_CALLS = {"cuda": 1, "cpu": 0}
 # slowest, 0.08 against 0.027 ms for a relu), and only from enough calls that an interval below
 # the first timing's is no accident (four calls all fall below the median one time in sixteen).
 UNTIMED_CALLS, SURELY_FASTER_CALLS = 1, 8
+# A reference whose median is this far above its fastest call is timed once more and judged on
+# all its calls: slow calls made a median (its speedups' denominator) too slow, never too fast. On
+# the 2-core VM three of a relu's five calls faulted in their 256 MB outputs (349 to 366 ms
+# against 58 to 79) and its candidate scored 2.84x instead of 0.53x; honest spreads there stay
+# under 1.1 (layernorm, bias+GELU, maxpool, sum).
+SECOND_LOOK_ABOVE_FASTEST = 1.25
 # Held around every timing window with the launcher pids being timed (schedule/quiet.py).
 Quiet = Callable[[list[int]], ContextManager]
 
@@ -70,6 +77,11 @@ def surely_faster(first: TimingStats, now: TimingStats) -> TimingStats | None:
     now, perhaps slowed by what a candidate left running on the GPU, cannot raise a speedup."""
     apart = first.ci_low_ms is not None and now.ci_high_ms < first.ci_low_ms
     return now if apart and now.n >= SURELY_FASTER_CALLS else None
+
+
+def needs_second_look(samples_ms: list[float]) -> bool:
+    """Whether a reference's median sits far enough above its fastest call to be timed once more."""
+    return bool(samples_ms) and statistics.median(samples_ms) > SECOND_LOOK_ABOVE_FASTEST * min(samples_ms)
 
 
 class ReferenceFailed(Exception):
@@ -144,6 +156,11 @@ class ReferenceRunner:
         if self.config.device == "cuda":
             self.floor = self._request(Command(op="floor", seed=self.rng.getrandbits(62)), "floor").floor
         timed = self._time(TimingPlan.of(self.config), profiled=1, warm_up=True)
+        if needs_second_look(timed.reported_ms):
+            again = self._time(TimingPlan.of(self.config), profiled=0)
+            timed.reported_ms += again.reported_ms
+            timed.wall_ms += again.wall_ms
+            timed.stopped = again.stopped
         self.timed = timed
         self.timing = timing_stats(timed.reported_ms, self.clock, timed.stopped)
         self.profile = timed.profiles[0] if timed.profiles else None
