@@ -21,6 +21,10 @@ build each): enough work to keep every GPU busy when 1 vs N GPUs is the question
 loop's batches would.
 Then, with --kernelbench-flow, bench/kernelbench_flow.py on the same candidates and GPU.
 
+Per run, `lanes` says when the first evaluation began (the start no lane shares: imports, the
+first worker's boot, the first reference), how long from then to the last result, and each
+lane's evaluation seconds; `lanes_warm1_over_warmN` is the lanes' own scaling, without that start.
+
 The harness's overhead is the wall time beyond an ideal schedule of the unavoidable work: each
 build as long as it took (at most --jobs at once, in submission order), and each model's device
 time (its timed calls, its correctness trials, the reference's calls for the timed outputs the
@@ -32,6 +36,7 @@ sandbox, CUDA context, inputs, comparisons, profiling.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import heapq
 import json
 import os
@@ -60,14 +65,31 @@ def harness_run(candidates: Path, problems: Path, build: Path, scratch: Path, na
     if name.startswith("cold"):
         for cache in (build, build.with_name(build.name + "_home")):
             shutil.rmtree(cache, ignore_errors=True)
-    began = time.monotonic()
+    began, started_at = time.monotonic(), time.time()
     subprocess.run([sys.executable, "-m", "harness", "eval", str(candidates), "--problems", str(problems),
                     "--build-dir", str(build), "--db", str(scratch / f"{name}.db"), "--out", str(out), *extra],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO,
                    env=os.environ | {"XDG_CACHE_HOME": str(build.with_name(build.name + "_home"))})
     wall = time.monotonic() - began
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    return {"wall_s": round(wall, 3), "results": results}
+    return {"wall_s": round(wall, 3), "results": results, "started_at": started_at}
+
+
+def lanes(results: list[dict], started_at: float) -> dict:
+    """When the first evaluation in a worker began (seconds after the run started: the part of a
+    run no lane shares), the seconds from then to the last result, and per lane (a GPU, or the
+    CPU) its evaluations' seconds."""
+    evaluated = [r for r in results if r.get("elapsed_s")]  # a compile error needs no worker: 0 s
+    if not evaluated:
+        return {}
+    done = [dt.datetime.fromisoformat(r["recorded_at"]).timestamp() for r in evaluated]
+    first = min(end - r["elapsed_s"] for end, r in zip(done, evaluated))
+    busy: dict[str, float] = {}
+    for r in evaluated:
+        lane = "cpu" if r.get("gpu") is None else str(r["gpu"])
+        busy[lane] = round(busy.get(lane, 0.0) + r["elapsed_s"], 3)
+    return {"first_evaluation_s": round(first - started_at, 3), "span_s": round(max(done) - first, 3),
+            "busy_s": busy}
 
 
 def device_seconds(result: dict, correctness_trials: int) -> float:
@@ -172,6 +194,7 @@ def summarize(run: dict, jobs: int, gpus: int, correctness_trials: int) -> dict:
                                            "phase_s": r.get("phase_s"), "timed_calls": (r.get("timing") or {}).get("n"),
                                            "gpu": r.get("gpu")} for r in results},
         "by_gpu": {str(g): sum(1 for r in results if r.get("gpu") == g) for g in {r.get("gpu") for r in results}},
+        "lanes": lanes(results, run["started_at"]),
         # The parent's clock per timed call against the worker's median: what the timing bound allows.
         "timed_call_overhead_ms": {r["candidate"]: round(r["wall_ms_per_call"] - r["timing"]["median_ms"], 4)
                                    for r in results if r.get("wall_ms_per_call") and r.get("timing")},
@@ -249,6 +272,9 @@ def main() -> int:
         report["warm_over_cold"] = round(runs["warm1"]["wall_s"] / runs["cold1"]["wall_s"], 3)
     if "warm1" in runs and "warmN" in runs:
         report["same_verdicts_1_vs_N"] = runs["warm1"]["verdicts"] == runs["warmN"]["verdicts"]
+        report["warm1_over_warmN"] = round(runs["warm1"]["wall_s"] / runs["warmN"]["wall_s"], 3)
+        if runs["warm1"]["lanes"] and runs["warmN"]["lanes"]:  # the lanes' own scaling, without the start
+            report["lanes_warm1_over_warmN"] = round(runs["warm1"]["lanes"]["span_s"] / runs["warmN"]["lanes"]["span_s"], 3)
     for label, (a, b) in {"run_to_run": ("warm1", "again1"), "fixed_vs_adaptive": ("warm1", "fixed1"),
                           "warm_workers_vs_not": ("cold1", "cold1_nowarm")}.items():
         if a in runs and b in runs:
