@@ -205,7 +205,10 @@ def test_forged_timing_gains_nothing(gpu_tricks):
         assert forged["timing"]["median_ms"] == 1e-6  # what it claimed, kept as evidence
         # The parent's clock vouches for a time up to a slack (its jitter, see docs/threat-model.md):
         # a relu of 0.7 ms with 1 to 1.3 ms of per-call work around it gains at most that slack.
-        assert forged["speedup"] < 1.5 * honest["speedup"], (forged["speedup"], honest["speedup"], forged["evidence"])
+        # Times, not speedups: each speedup is against the reference as timed near that candidate,
+        # and a sub-ms reference was 0.150 ms near one and 0.216 ms near the other on an H100.
+        vouched, honest_ms = forged["vouched_median_ms"], honest["vouched_median_ms"]
+        assert vouched > honest_ms / 1.5, (vouched, honest_ms, forged["evidence"])
 
 
 def test_cudnn_fallback_is_rejected_with_kernel_evidence(gpu_tricks):
