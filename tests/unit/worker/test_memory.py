@@ -1,0 +1,50 @@
+"""Workers' CPU memory: large tensors backed by huge pages, so a kernel's timed calls are not
+dominated by faulting in its outputs' 4 KB pages afresh on every call (parent.MALLOC_TUNABLES)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.worker.parent import MALLOC_TUNABLES, Placement, Worker
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+OUTPUT_FLOATS = 64 << 20  # 256 MB, a relu's output on the CPU problems
+PAGES_4K = OUTPUT_FLOATS * 4 // 4096
+
+FAULTS_PER_OUTPUT = f"""
+import resource, torch
+x = torch.ones({OUTPUT_FLOATS})
+faults = []
+for _ in range(4):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    y = torch.relu(x)
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    del y
+print(min(faults[1:]))
+"""
+
+
+def faults_per_output(env: dict[str, str]) -> int:
+    done = subprocess.run([sys.executable, "-c", FAULTS_PER_OUTPUT], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"} | env)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.split()[-1])
+
+
+@pytest.mark.skipif(not THP.exists() or "[never]" in THP.read_text(), reason="transparent huge pages are off")
+def test_a_large_output_faults_in_huge_pages_not_4kb_ones():
+    plain, tuned = faults_per_output({}), faults_per_output({"GLIBC_TUNABLES": MALLOC_TUNABLES})
+    assert plain >= PAGES_4K  # every call maps its output afresh: one fault per 4 KB page
+    assert tuned < PAGES_4K // 16, (plain, tuned)
+
+
+def test_every_worker_starts_with_the_tunables():
+    worker = Worker(Placement(), role="worker", device="cpu", timeout_s=60)
+    try:
+        environ = Path(f"/proc/{worker.process.pid}/environ").read_bytes().split(b"\0")
+        assert f"GLIBC_TUNABLES={MALLOC_TUNABLES}".encode() in environ
+    finally:
+        worker.discard()
