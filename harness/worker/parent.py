@@ -52,8 +52,8 @@ WATCH_INTERVAL_S = 0.5
 # 2-core CI kind) those faults cost more than the kernel and vary: a 256 MB relu output took
 # 65,536 faults and 60 to 120 ms per call against 17 ms without them, and one reference's median
 # was 72 ms in one run, 122 ms in the next. Backed by 2 MB pages (512 times fewer faults), the
-# same six kernels' medians repeated within 0.06 to 1.7% (one 15%), their references' within 0.02
-# to 7% (README, "Timing"). Both sides get it, so a speedup compares kernels, not page faults.
+# main job's six kernels varied less run to run (README, "CPU memory"). Both sides get it, so a
+# speedup compares kernels, not page faults.
 MALLOC_TUNABLES = "glibc.malloc.hugetlb=1"
 
 
