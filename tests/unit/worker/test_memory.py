@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.worker.parent import MALLOC_TUNABLES, Placement, Worker
+import harness
+from harness.worker.parent import MALLOC_TUNABLES
+
+PROBLEMS = Path(__file__).resolve().parents[2] / "data" / "problems"
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 OUTPUT_FLOATS = 64 << 20  # 256 MB, a relu's output on the CPU problems
@@ -48,10 +51,14 @@ def test_a_large_output_faults_in_huge_pages_not_4kb_ones():
     assert tuned < PAGES_4K // 16, (plain, tuned)
 
 
-def test_every_worker_starts_with_the_tunables():
-    worker = Worker(Placement(), role="worker", device="cpu", timeout_s=60)
-    try:
-        environ = Path(f"/proc/{worker.process.pid}/environ").read_bytes().split(b"\0")
-        assert f"GLIBC_TUNABLES={MALLOC_TUNABLES}".encode() in environ
-    finally:
-        worker.discard()
+def test_the_candidates_worker_runs_with_the_tunables(build_dir, tmp_path):
+    """Seen from inside: a candidate that refuses to load without them loads (the reference's
+    worker is started the same way)."""
+    code = ("import os, torch, torch.nn as nn\n"
+            f"assert os.environ.get('GLIBC_TUNABLES') == {MALLOC_TUNABLES!r}, os.environ.get('GLIBC_TUNABLES')\n"
+            "class ModelNew(nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        return torch.clamp(x, min=0)\n")
+    [result] = harness.evaluate([(code, "tiny_relu")], PROBLEMS, device="cpu", trials=3, timeout_s=20,
+                                build_dir=build_dir, db=tmp_path / "h.db")
+    assert result.status is harness.Status.ok, result.error
