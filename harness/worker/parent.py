@@ -281,7 +281,7 @@ class Worker:
         env.pop("PYTHONPATH", None)  # the import path is the parent's, set by the launcher
         workdir = self.confinement.workdir
         env.update(HOME=workdir, TMPDIR=workdir, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
-                   GLIBC_TUNABLES=MALLOC_TUNABLES,
+                   GLIBC_TUNABLES=":".join(filter(None, [env.get("GLIBC_TUNABLES"), MALLOC_TUNABLES])),
                    TORCH_EXTENSIONS_DIR=str(self.key_dir) if self.key_dir else self.confinement.extensions_dir)
         return env
 

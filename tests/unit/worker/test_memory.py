@@ -10,13 +10,16 @@ import pytest
 
 import harness
 from harness.worker.parent import MALLOC_TUNABLES
+from tests.support import DATA
 
-PROBLEMS = Path(__file__).resolve().parents[2] / "data" / "problems"
+PROBLEMS = DATA / "problems"
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+HUGE_PAGE = Path("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size")
 OUTPUT_FLOATS = 64 << 20  # 256 MB, a relu's output on the CPU problems
 PAGES_4K = OUTPUT_FLOATS * 4 // 4096
 
+TUNING = ("GLIBC_TUNABLES", "THP_MEM_ALLOC_ENABLE")  # glibc's, and torch's own switch to huge pages
 FAULTS_PER_OUTPUT = f"""
 import resource, torch
 x = torch.ones({OUTPUT_FLOATS})
@@ -32,7 +35,7 @@ print(min(faults[1:]))
 
 def faults_per_output(env: dict[str, str]) -> int:
     done = subprocess.run([sys.executable, "-c", FAULTS_PER_OUTPUT], capture_output=True, text=True, timeout=120,
-                          env={k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"} | env)
+                          env={k: v for k, v in os.environ.items() if k not in TUNING} | env)
     assert done.returncode == 0, done.stderr
     return int(done.stdout.split()[-1])
 
@@ -45,17 +48,21 @@ def glibc_version() -> tuple[int, ...]:
 @pytest.mark.skipif(not THP.exists() or "[madvise]" not in THP.read_text(),
                     reason="the tunable decides only where transparent huge pages are madvise-only")
 @pytest.mark.skipif(glibc_version() < (2, 35), reason="glibc.malloc.hugetlb needs glibc 2.35")
+@pytest.mark.skipif(os.sysconf("SC_PAGE_SIZE") != 4096 or not HUGE_PAGE.exists()
+                    or HUGE_PAGE.read_text().strip() != str(2 << 20),
+                    reason="counted for 4 KB pages and 2 MB huge ones")
 def test_a_large_output_faults_in_huge_pages_not_4kb_ones():
     plain, tuned = faults_per_output({}), faults_per_output({"GLIBC_TUNABLES": MALLOC_TUNABLES})
     assert plain >= PAGES_4K  # every call maps its output afresh: one fault per 4 KB page
-    assert tuned < PAGES_4K // 16, (plain, tuned)
+    assert tuned < plain // 16, (plain, tuned)  # 129 here; room for 4 KB fallbacks
 
 
 def test_the_candidates_worker_runs_with_the_tunables(build_dir, tmp_path):
     """Seen from inside: a candidate that refuses to load without them loads (the reference's
     worker is started the same way)."""
     code = ("import os, torch, torch.nn as nn\n"
-            f"assert os.environ.get('GLIBC_TUNABLES') == {MALLOC_TUNABLES!r}, os.environ.get('GLIBC_TUNABLES')\n"
+            "tunables = os.environ.get('GLIBC_TUNABLES', '')\n"
+            f"assert {MALLOC_TUNABLES!r} in tunables.split(':'), tunables\n"
             "class ModelNew(nn.Module):\n"
             "    def forward(self, x):\n"
             "        return torch.clamp(x, min=0)\n")
