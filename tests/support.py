@@ -22,6 +22,7 @@ EXPECTED = {
     "tiny_relu/compile_error_cpp.py": "compile_error",
     "tiny_relu/no_model_new.py": "load_error",
     "tiny_relu/binary.txt": "load_error",
+    "tiny_relu/load_error_cpp.py": "load_error",
     "tiny_relu/runtime_error.py": "runtime_error",
     "tiny_relu/timeout.py": "timeout",
     "tiny_relu/crash.py": "crash",

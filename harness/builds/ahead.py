@@ -65,7 +65,7 @@ def _run_build_worker(candidate: Candidate, problem: Problem, config: EvalConfig
                                                        "traceback": [t.replace(seen, now) for t in reply.failure.traceback]})
             return BuildOutcome(key=key_dir.name, status=BuildStatus.failed, seconds=seconds, failure=failure,
                                 log_head=worker.log_head().replace(seen, now), protections=worker.protections)
-        return BuildOutcome(key=key_dir.name, status=BuildStatus.deferred, seconds=seconds,
+        return BuildOutcome(key=key_dir.name, status=BuildStatus.deferred, seconds=seconds, failure=reply.failure,
                             protections=worker.protections)
 
 

@@ -153,15 +153,19 @@ class BuildOutcome(BaseModel):
     status: BuildStatus
     seconds: float = 0.0  # compiling (and importing) it, 0 when the cache answered
     cached: bool = False
-    failure: Failure | None = None  # failed: the exception load_inline raised
+    failure: Failure | None = None  # failed: the exception load_inline raised; deferred: the import's
     log_head: str = ""  # failed: the start of the build log, where the compiler's errors are
     error: str | None = None  # timed_out, over_limit: what the parent saw
     protections: list[str] = []  # what confined the build worker
 
     @property
     def decided(self) -> bool:
-        """Worth keeping in the cache: the same code and toolchain give the same outcome."""
-        return self.status in (BuildStatus.built, BuildStatus.failed)
+        """Worth keeping in the cache: the same code and toolchain give the same outcome. An import
+        that raised in a build worker is kept too: it decides no verdict (the evaluation imports
+        the candidate again, compiling whatever is missing), so the next run goes straight there
+        instead of repeating the build worker's import. A stopped worker (crashed, killed) is not."""
+        return self.status in (BuildStatus.built, BuildStatus.failed) or \
+            (self.status is BuildStatus.deferred and self.failure is not None)
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
 """The build cache: keyed by code and toolchain, answered without compiling on a re-run (failed
-builds too), safe to share between runs, and never stuck on a lock a killed build left."""
+builds too, and imports that failed in the build worker), safe to share between runs, and never
+stuck on a lock a killed build left."""
 
 import json
 import subprocess
@@ -16,7 +17,7 @@ from tests.support import DATA
 
 
 def eval_cpp(tmp_path, build, out, *extra):
-    """The tiny_relu C++ candidates only: one that builds, one that does not."""
+    """The tiny_relu C++ candidates only: one that builds, one that does not, one whose import fails."""
     code = main(["eval", str(DATA / "candidates"), "--problems", str(DATA / "problems"), "--problem", "tiny_relu",
                  "--device", "cpu", "--trials", "3", "--correctness-trials", "1", "--timeout", "20",
                  "--build-dir", str(build), "--db", str(tmp_path / "h.db"), "--out", str(tmp_path / out), *extra])
@@ -40,12 +41,15 @@ def test_cold_run_compiles_ahead_of_evaluation(cold_and_warm):
     assert cold["tiny_relu/ok_cpp.py"]["build_s"] > 0 and not cold["tiny_relu/ok_cpp.py"]["build_cached"]
     assert cold["tiny_relu/compile_error_cpp.py"]["status"] == "compile_error"
     assert len(libraries) == 1  # the good one's extension
+    failed_import = cold["tiny_relu/load_error_cpp.py"]
+    assert failed_import["status"] == "load_error" and "relu_source" in failed_import["error"]
+    assert failed_import["build_s"] > 0 and not failed_import["build_cached"]
 
 
 def test_warm_run_compiles_nothing_and_gives_the_same_verdicts(cold_and_warm):
     tmp, cold, warm, libraries = cold_and_warm
     for name, result in warm.items():
-        assert result["status"] == cold[name]["status"], name
+        assert (result["status"], result["error"]) == (cold[name]["status"], cold[name]["error"]), name
         assert result["build_cached"] and result["build_s"] == 0, name
     assert {path: path.stat().st_mtime_ns for path in (tmp / "build").rglob("*.so")} == libraries
 
@@ -61,7 +65,7 @@ def test_outcomes_are_stored_per_key(cold_and_warm):
     tmp, *_ = cold_and_warm
     cache = BuildCache(tmp / "build", Toolchain(torch="any", cuda=None, arch_list=None, python="any", flags={}, build_layout="in_place"))
     outcomes = [cache.read_outcome(d) for d in (tmp / "build").iterdir() if d.is_dir()]
-    assert sorted(o.status.value for o in outcomes if o) == ["built", "failed"]
+    assert sorted(o.status.value for o in outcomes if o) == ["built", "deferred", "failed"]
 
 
 def test_two_runs_sharing_a_cold_cache_both_succeed(tmp_path):
@@ -95,3 +99,4 @@ def test_a_stale_torch_baton_does_not_stall_the_next_run(tmp_path, cold_and_warm
     results = eval_cpp(tmp_path, build, "after_kill", "--build-timeout", "120")
     assert results["tiny_relu/ok_cpp.py"]["status"] == "ok"
     assert time.monotonic() - began < 120
+
