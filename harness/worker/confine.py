@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 import resource
+import signal
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -167,8 +168,10 @@ def private_mounts(scratch: str, workdir: str, shm_bytes: int, proc: bool) -> No
     os.chdir(workdir)
 
 
-def die_with_parent() -> None:
-    if _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0) != 0:
+def on_parent_death(sig: signal.Signals) -> None:
+    """Have the kernel send `sig` when the parent goes (strictly: when the thread that started
+    this process exits; a live parent hands it on to another of its threads and sends it again)."""
+    if _libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
         raise _fail("prctl(PR_SET_PDEATHSIG)")
 
 

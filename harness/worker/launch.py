@@ -1,6 +1,6 @@
 """A worker's first moments: confine, then become the worker.
 
-The parent starts `python -I -c BOOTSTRAP PACKAGE SPEC CHANNEL BUFFER FEED` (parent.py). Isolated
+The parent starts `python -I -c BOOTSTRAP PACKAGE SPEC CHANNEL BUFFER FEED LIFELINE` (parent.py). Isolated
 mode reads no PYTHONPATH, no user site and not the current directory; the bootstrap loads this
 package from the directory the parent runs it from, and `main` here sets the import path to the
 parent's own (read-only under Landlock, so no worker can plant a module or a sitecustomize for
@@ -11,17 +11,25 @@ Two processes: this launcher, which applies resource limits, enters the namespac
 every orphan of the worker (a subreaper, so a double fork stays in the tree the parent kills),
 and its child, the worker, which mounts its private /tmp, /dev/shm (and /proc), applies
 Landlock, imports torch and waits for its job (child.py). The worker dies with the launcher
-(PDEATHSIG); in a PID namespace every process the worker started dies with it.
+(PDEATHSIG); in a PID namespace every process the worker started dies with it. The launcher dies
+with the parent: LIFELINE is the read end of a pipe whose write end only the parent holds, so it
+reads end-of-file once the parent is gone, however it went (a SIGKILL included; a launcher frozen
+while another worker was timed is woken by a SIGCONT the kernel sends it then), and the launcher
+kills its tree and removes the scratch dir the parent would have.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
+import shutil
 import signal
 import sys
 
 from . import confine, processes
+
+RUN_SCRATCH_PREFIX = "harness-run-"  # a run's workers' scratch dirs are in tempdir/<this><token> (parent.py)
 
 BOOTSTRAP = """
 import importlib.util, sys
@@ -31,18 +39,20 @@ module = importlib.util.module_from_spec(spec)
 sys.modules["harness"] = module
 spec.loader.exec_module(module)
 from harness.worker.launch import main
-sys.exit(main(sys.argv[2], *map(int, sys.argv[3:6])))
+sys.exit(main(sys.argv[2], *map(int, sys.argv[3:7])))
 """
 
 
-def main(spec_path: str, channel: int, buffer: int, feed: int) -> int:
-    """`channel` -1: a probe, which only confines itself."""
+def main(spec_path: str, channel: int, buffer: int, feed: int, lifeline: int) -> int:
+    """`channel` -1: a probe, which only confines itself (and has no lifeline)."""
     with open(spec_path) as spec_file:
         rules = json.load(spec_file)
     sys.path[:] = rules["python_path"]
     if rules.get("boot_cpus"):
         os.sched_setaffinity(0, rules["boot_cpus"])
     try:
+        if lifeline >= 0:  # a launcher frozen (SIGSTOP) while another worker is timed wakes to read its lifeline
+            confine.on_parent_death(signal.SIGCONT)
         confine.set_limits(rules["rlimits"])
         if rules["namespaces"]:
             confine.enter_namespaces(pid=rules["pid_namespace"])
@@ -51,11 +61,27 @@ def main(spec_path: str, channel: int, buffer: int, feed: int) -> int:
         return _refused(exc)
     worker = os.fork()
     if worker == 0:
+        if lifeline >= 0:
+            os.close(lifeline)
         os._exit(_become_worker(rules, channel, buffer, feed))
     for fd in (channel, buffer, feed):
         if fd >= 0:
             os.close(fd)
-    return _wait_for(worker)
+    status, orphaned = _wait_for(worker, lifeline)
+    if orphaned:  # nothing of the run outlives it; a parent that closes a worker kills this launcher first
+        _remove_scratch(rules["scratch"])
+    return _exit_as(status)
+
+
+def _remove_scratch(scratch: str) -> None:
+    """Remove the scratch dir, and its run's dir once that is empty (the last of its workers)."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    run_dir = os.path.dirname(scratch)
+    if os.path.basename(run_dir).startswith(RUN_SCRATCH_PREFIX):
+        try:
+            os.rmdir(run_dir)
+        except OSError:
+            pass
 
 
 def _refused(exc: OSError) -> int:
@@ -66,7 +92,7 @@ def _refused(exc: OSError) -> int:
 def _become_worker(rules: dict, channel: int, buffer: int, feed: int) -> int:
     """Confine this process; then run the worker (no channel: a probe of the confinement, done)."""
     try:
-        confine.die_with_parent()
+        confine.on_parent_death(signal.SIGKILL)
         if rules["namespaces"]:
             confine.private_mounts(rules["scratch"], rules["workdir"], rules["shm_bytes"], proc=rules["pid_namespace"])
         if rules["landlock_abi"]:
@@ -86,14 +112,35 @@ def _landlock_rules(rules: dict) -> list[tuple[str, int]]:
             + [(path, full) for path in rules["write"]] + [("/proc/self", confine.OWN_PROC)])
 
 
-def _wait_for(worker: int) -> int:
-    """Reap every child (the worker, and orphans it left to us) until the worker is gone; then
-    kill whatever it left behind and exit as it did."""
+def _wait_for(worker: int, lifeline: int) -> tuple[int, bool]:
+    """Reap every child (the worker, and orphans it left to us) until the worker is gone, killing
+    it once the parent is gone; then kill whatever it left behind. The worker's wait status, and
+    whether the parent was gone. No thread waits on the lifeline: a process that has entered a
+    PID namespace for its children cannot start one. SIGCHLD wakes the wait instead."""
+    wake, woken = os.pipe()
+    os.set_blocking(woken, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(woken)
+    watched, orphaned = [wake] + ([lifeline] if lifeline >= 0 else []), False
     while True:
-        pid, status = os.waitpid(-1, 0)
+        pid, status = os.waitpid(-1, os.WNOHANG)
         if pid == worker:
             break
+        if pid:
+            continue
+        ready, _, _ = select.select(watched, [], [])
+        if wake in ready:
+            os.read(wake, 4096)
+        if lifeline in ready and not os.read(lifeline, 1):  # end of file: the parent is gone
+            orphaned = True
+            watched.remove(lifeline)
+            processes.signal_all([worker], signal.SIGKILL)
     processes.kill_descendants(os.getpid())
+    return status, orphaned
+
+
+def _exit_as(status: int) -> int:
+    """Exit as the worker did: killed by the same signal, or with its exit code."""
     if os.WIFSIGNALED(status):
         signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))

@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 from ..records import Limits, SandboxMode
 from . import cuda_ipc, processes
 from .confine import CONFINE_FAILED
-from .launch import BOOTSTRAP
+from .launch import BOOTSTRAP, RUN_SCRATCH_PREFIX
 from .protocol import (ALLOWED_DTYPES, REPLY, Command, CommitBuffer, Reply, TensorRef, WorkerJob, aligned, fits,
                        send_model, tensor_at)
 from .sandbox import EXTENSIONS, PACKAGE_DIR, SandboxPolicy, confinement, default_limits
@@ -107,10 +107,26 @@ def describe_exit(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
+def run_scratch(token: str) -> Path:
+    """Where a run's workers have their scratch dirs: one place to remove, however the run ends."""
+    return Path(tempfile.gettempdir()) / f"{RUN_SCRATCH_PREFIX}{token}"
+
+
 def stop_run(token: str) -> None:
-    """Kill every worker of a run, and everything each one started (an interrupted run)."""
+    """Kill every worker of a run, and everything each one started (an interrupted run), and
+    remove their scratch dirs: an interrupted run does not wait for each worker to be closed."""
     for launcher in processes.find_with_environment(f"{RUN_TOKEN_VAR}={token}".encode()):
         processes.kill_tree(launcher)
+    shutil.rmtree(run_scratch(token), ignore_errors=True)
+
+
+def _scratch_dir(role: str, env: dict[str, str]) -> Path:
+    """A new scratch dir: in the run's own dir when the worker belongs to a run (`RUN_TOKEN_VAR`)."""
+    token = env.get(RUN_TOKEN_VAR)
+    parent = run_scratch(token) if token else None
+    if parent is not None:
+        parent.mkdir(mode=0o700, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"harness-{role}-", dir=parent))
 
 
 class Watchdog:
@@ -251,7 +267,7 @@ class Worker:
         """`pace` runs the deadlines (a run that freezes its workers while it times stops their
         clock meanwhile) and guards the start."""
         self.timeout_s, self.gpu, self.placement, self.clock = timeout_s, placement.gpu, placement, pace.clock
-        self.scratch = Path(tempfile.mkdtemp(prefix=f"harness-{role}-"))
+        self.scratch = _scratch_dir(role, placement.env)
         self.sees_gpu = device == "cuda" and role != "build"
         self.confinement = confinement(placement.sandbox, self.scratch, sees_gpu=self.sees_gpu, env=placement.env,
                                        key_dir=key_dir).model_copy(update={"boot_cpus": boot_cpus})
@@ -263,14 +279,17 @@ class Worker:
         self._feed = CommitBuffer(sealed_memory_file("harness-feed"))  # and finds a timed call's inputs here (CPU runs)
         self._read_buffers = ReadBuffers()
         parent_sock, child_sock = socket.socketpair()
+        # The launcher reads end-of-file here once this process is gone, however it went (launch.py).
+        lifeline, self._lifeline = os.pipe()
         with pace.launching():
             self.process = subprocess.Popen(
                 [sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec_path), str(child_sock.fileno()),
-                 str(self.buffer.fd), str(self._feed.fd)],
-                pass_fds=[child_sock.fileno(), self.buffer.fd, self._feed.fd], stdin=subprocess.DEVNULL,
+                 str(self.buffer.fd), str(self._feed.fd), str(lifeline)],
+                pass_fds=[child_sock.fileno(), self.buffer.fd, self._feed.fd, lifeline], stdin=subprocess.DEVNULL,
                 stdout=self.log, stderr=subprocess.STDOUT, cwd=self.scratch, env=self._env(), start_new_session=True,
             )
         child_sock.close()
+        os.close(lifeline)
         self.conn = Connection(parent_sock.detach())
         self._reaping = threading.Lock()  # the launcher's pid stays ours until kill() reaps it
         self.watchdog = Watchdog(self.process.pid, [self.scratch], placement.sandbox.limits, self._kill_tree) \
@@ -537,6 +556,7 @@ class Worker:
         had a job: a spare still booting reads no exit command before its boot is done (up to
         the whole grace period: six spares left at the end of a GPU run took 5.8 s to close)."""
         self.kill()
+        os.close(self._lifeline)  # after the kill: the launcher is gone and leaves the scratch dir to us
         self.conn.close()
         self.log.close()
         self.buffer.close()

@@ -99,7 +99,7 @@ def works(rules: Confinement) -> bool:
     with tempfile.TemporaryDirectory(prefix="harness-probe-") as scratch:
         spec = Path(scratch) / "launch.json"
         spec.write_text(json.dumps(rules.model_copy(update={"scratch": scratch}).model_dump(mode="json")))
-        done = subprocess.run([sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec), "-1", "-1", "-1"],
+        done = subprocess.run([sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec), "-1", "-1", "-1", "-1"],
                               cwd=scratch, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, timeout=60)
     return done.returncode == 0

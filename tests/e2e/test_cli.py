@@ -226,33 +226,65 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_sigterm_stops_the_run_kills_its_workers_and_says_how_to_resume(tmp_path):
-    """A worker stuck in forward (its phase deadline far away) is killed with the run."""
+def spinning_run(tmp_path, *extra):
+    """A run whose one candidate spins in its forward (its phase deadline far away), once it does;
+    its workers' scratch dirs are made under the scratch dir returned with it."""
     (tmp_path / "c" / "tiny_relu").mkdir(parents=True)
     shutil.copy(DATA / "candidates" / "tiny_relu" / "timeout.py", tmp_path / "c" / "tiny_relu" / "timeout.py")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    args = eval_args(tmp_path, tmp_path / "c") + ["--timeout", "600"]
+    args = eval_args(tmp_path, tmp_path / "c") + ["--timeout", "600", *extra]
     harness = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=REPO, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, env=os.environ | {"TMPDIR": str(scratch)})
-    deadline = time.monotonic() + 120
 
     def spinning():
-        """The candidate is in its forward: a worker has kept a core busy well past its boot."""
+        """A worker has kept a core busy well past its boot."""
         return any(cpu_seconds(pid) > 5 for pid in workers_under(scratch))
 
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not spinning():
         time.sleep(0.2)
     assert spinning() and harness.poll() is None
+    return harness, scratch
+
+
+def torn_down(scratch, within_s=10):
+    """Whether every worker under `scratch` is gone within `within_s`: killed, they may take a
+    moment (a namespace's processes go after its first)."""
+    gone_by = time.monotonic() + within_s
+    while workers_under(scratch) and time.monotonic() < gone_by:
+        time.sleep(0.1)
+    return workers_under(scratch) == []
+
+
+def test_sigterm_stops_the_run_kills_its_workers_and_says_how_to_resume(tmp_path):
+    harness, scratch = spinning_run(tmp_path)
     harness.send_signal(signal.SIGTERM)
     _, stderr = harness.communicate(timeout=60)
     assert harness.returncode == 130
     assert "--resume" in stderr
-    # Killed, they may take a moment to be torn down (a namespace's processes go after its first).
-    gone_by = time.monotonic() + 10
-    while workers_under(scratch) and time.monotonic() < gone_by:
-        time.sleep(0.1)
-    assert workers_under(scratch) == []
+    assert torn_down(scratch)
+    assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "off"])  # the worker is PID 1 of a namespace, or not
+def test_a_killed_run_leaves_no_worker_running_and_no_scratch_dir(tmp_path, sandbox):
+    """SIGKILL gives the harness no chance to clean up: its workers see it gone and go with it,
+    even frozen ones (as a run freezes its other workers while it times one)."""
+    harness, scratch = spinning_run(tmp_path, "--sandbox", sandbox)
+    try:
+        for pid in workers_under(scratch):
+            os.kill(pid, signal.SIGSTOP)
+        harness.kill()
+        harness.communicate(timeout=60)
+        assert torn_down(scratch)
+        assert list(scratch.iterdir()) == []
+    finally:  # what the harness failed to clean up, if anything
+        for pid in workers_under(scratch):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def test_resume_with_nothing_to_resume_is_a_usage_error(tmp_path, capsys):

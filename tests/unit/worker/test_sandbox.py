@@ -2,6 +2,7 @@
 reports, and the kernel mechanisms themselves (Landlock, namespaces, the process tree)."""
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -12,6 +13,7 @@ import pytest
 
 from harness.records import Limits, SandboxMode
 from harness.worker import confine, processes
+from harness.worker.launch import BOOTSTRAP, RUN_SCRATCH_PREFIX
 from harness.worker.parent import Watchdog
 from harness.worker.sandbox import (CANONICAL_SCRATCH, PACKAGE_DIR, Confinement, SandboxPolicy, SandboxUnavailable,
                                     confinement, decide_policy, mount_point, python_path, readable_paths,
@@ -151,6 +153,46 @@ def test_the_process_tree_is_killed_whole_a_double_fork_included(tmp_path):
     parent.wait(timeout=10)
     time.sleep(0.2)
     assert not Path(f"/proc/{grandchild}").exists() or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split(")")[1][:3]
+
+
+def gone(pid: int) -> bool:
+    return processes.state(f"/proc/{pid}/stat") in ("Z", "X", None)
+
+
+@pytest.mark.parametrize("mode, sees_gpu", [("auto", False), ("auto", True), ("off", False)],
+                         ids=["own_pid_namespace", "host_pid_namespace", "no_sandbox"])
+def test_a_launcher_whose_parent_is_gone_kills_its_worker_and_removes_its_scratch(tmp_path, mode, sees_gpu):
+    """The parent's end of the lifeline closes however the parent goes (here: closed by hand, the
+    parent being this test): the booted worker is killed, its scratch and run dirs removed."""
+    policy = decide_policy(SandboxMode(mode), LIMITS)
+    scratch = tmp_path / f"{RUN_SCRATCH_PREFIX}token" / "harness-worker-1"
+    scratch.mkdir(parents=True)
+    spec = scratch / "launch.json"
+    spec.write_text(confinement(policy, scratch, sees_gpu=sees_gpu, env={"PATH": "/usr/bin"}).model_dump_json())
+    ours, theirs = socket.socketpair()  # ours stays open: the worker waits for a job, never for its end
+    lifeline, held = os.pipe()
+    launcher = subprocess.Popen([sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec), str(theirs.fileno()),
+                                 "-1", "-1", str(lifeline)], pass_fds=[theirs.fileno(), lifeline], cwd=scratch,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    theirs.close()
+    os.close(lifeline)
+    try:
+        deadline = time.monotonic() + 30
+        while not processes.descendants(launcher.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        worker, *_ = processes.descendants(launcher.pid)
+        time.sleep(0.5)  # into its boot
+        os.close(held)
+        launcher.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while not gone(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gone(worker)
+        assert not scratch.parent.exists()
+    finally:
+        processes.kill_tree(launcher.pid)  # if the launcher failed to
+        launcher.wait()
+        ours.close()
 
 
 def test_the_watchdog_kills_a_tree_that_passes_its_process_limit(tmp_path):
