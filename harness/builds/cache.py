@@ -138,6 +138,11 @@ def _signing_key(root: Path) -> bytes:
     return path.read_bytes()
 
 
+# Exceptions that say more about the machine at the time (memory, a full disk, too many open
+# files) than about the code: an import that raised one is tried again by the next run.
+MACHINE_ERRORS = {"MemoryError", "OSError"}
+
+
 class BuildStatus(str, enum.Enum):
     built = "built"  # imported (and so compiled and loaded) without error
     failed = "failed"  # the compiler or linker failed: a compile_error, no GPU needed to say so
@@ -163,9 +168,11 @@ class BuildOutcome(BaseModel):
         """Worth keeping in the cache: the same code and toolchain give the same outcome. An import
         that raised in a build worker is kept too: it decides no verdict (the evaluation imports
         the candidate again, compiling whatever is missing), so the next run goes straight there
-        instead of repeating the build worker's import. A stopped worker (crashed, killed) is not."""
+        instead of repeating the build worker's import. A stopped worker (crashed, killed) is not,
+        nor an import that ran out of something."""
         return self.status in (BuildStatus.built, BuildStatus.failed) or \
-            (self.status is BuildStatus.deferred and self.failure is not None)
+            (self.status is BuildStatus.deferred and self.failure is not None
+             and self.failure.exc_type not in MACHINE_ERRORS)
 
 
 @contextlib.contextmanager

@@ -20,13 +20,14 @@ import os
 import queue
 import threading
 import traceback
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from ..builds.ahead import build_ahead
 from ..judge.candidate import judged_by_build
 from ..records import Candidate, Result, Subject
-from ..worker.parent import Placement, stop_run
+from ..worker.parent import Placement, remove_run_scratch, stop_run
 from .lane import Lane
 from .plan import ActiveSet, RunPlan, diagnosed
 from .quiet import QuietGate
@@ -177,6 +178,8 @@ class Pipeline:
         if self._ready is not None:
             self._ready.stop()
         stop_run(self.plan.token)
+        self.join()
+        remove_run_scratch(self.plan.token)  # what the threads did not get to close
 
     def results(self) -> Iterator[Result]:
         """Every candidate's Result, diagnosed, as each is decided."""
@@ -190,9 +193,10 @@ class Pipeline:
         self.join()
 
     def join(self, timeout_s: float = 5) -> None:
-        """Wait for the run's threads: after `stop`, they reap the workers it killed."""
+        """Wait, `timeout_s` at most, for the run's threads: after `stop`, they reap the workers it killed."""
+        deadline = time.monotonic() + timeout_s
         for thread in self._threads:
-            thread.join(timeout=timeout_s)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def open_stream(self) -> None:
         """Keep the lanes, their workers and references up for candidates fed later (`feed`),

@@ -21,7 +21,7 @@ from ..builds.ahead import build_ahead
 from ..builds.cache import BuildCache, BuildOutcome
 from ..judge.candidate import judged_by_build
 from ..records import Candidate, EvalConfig, Problem, Result, Subject
-from ..worker.parent import Placement, stop_run
+from ..worker.parent import Placement, remove_run_scratch, stop_run
 from ..worker.sandbox import SandboxPolicy
 from .lane import Lane
 from .plan import ActiveSet, RunPlan, diagnosed
@@ -70,7 +70,8 @@ class RayPipeline:
         if ray.is_initialized():
             for ref in inflight:
                 ray.cancel(ref, force=True)
-        stop_run(self.plan.token)  # this node's workers; other nodes' die with their tasks
+        stop_run(self.plan.token)  # this node's workers; other nodes' die with their tasks (and clean up)
+        remove_run_scratch(self.plan.token)
         if ray.is_initialized():
             ray.shutdown()
 

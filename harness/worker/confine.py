@@ -169,8 +169,9 @@ def private_mounts(scratch: str, workdir: str, shm_bytes: int, proc: bool) -> No
 
 
 def on_parent_death(sig: signal.Signals) -> None:
-    """Have the kernel send `sig` when the parent goes (strictly: when the thread that started
-    this process exits; a live parent hands it on to another of its threads and sends it again)."""
+    """Have the kernel send `sig` when the parent goes. Strictly, when the thread that started
+    this process exits: a parent that lives on sends it then too (and again when it goes), so a
+    worker is made and closed by one thread (parent.Worker)."""
     if _libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
         raise _fail("prctl(PR_SET_PDEATHSIG)")
 

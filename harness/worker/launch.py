@@ -29,8 +29,6 @@ import sys
 
 from . import confine, processes
 
-RUN_SCRATCH_PREFIX = "harness-run-"  # a run's workers' scratch dirs are in tempdir/<this><token> (parent.py)
-
 BOOTSTRAP = """
 import importlib.util, sys
 package = sys.argv[1]
@@ -69,15 +67,24 @@ def main(spec_path: str, channel: int, buffer: int, feed: int, lifeline: int) ->
             os.close(fd)
     status, orphaned = _wait_for(worker, lifeline)
     if orphaned:  # nothing of the run outlives it; a parent that closes a worker kills this launcher first
-        _remove_scratch(rules["scratch"])
+        _reap_all()
+        _remove_scratch(rules["scratch"], rules["run_dir"])
     return _exit_as(status)
 
 
-def _remove_scratch(scratch: str) -> None:
-    """Remove the scratch dir, and its run's dir once that is empty (the last of its workers)."""
+def _reap_all() -> None:
+    """Wait for every child left (killed, dying): none writes to the scratch dir after this."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def _remove_scratch(scratch: str, run_dir: str) -> None:
+    """Remove the scratch dir, and the run's dir once that is empty (the last of its workers)."""
     shutil.rmtree(scratch, ignore_errors=True)
-    run_dir = os.path.dirname(scratch)
-    if os.path.basename(run_dir).startswith(RUN_SCRATCH_PREFIX):
+    if run_dir:
         try:
             os.rmdir(run_dir)
         except OSError:
@@ -121,20 +128,25 @@ def _wait_for(worker: int, lifeline: int) -> tuple[int, bool]:
     os.set_blocking(woken, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(woken)
-    watched, orphaned = [wake] + ([lifeline] if lifeline >= 0 else []), False
+    watched = select.poll()  # not select.select: a parent with over 1024 files open passes larger fds
+    watched.register(wake, select.POLLIN)
+    if lifeline >= 0:
+        watched.register(lifeline, select.POLLIN)
+    orphaned = False
     while True:
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid == worker:
             break
         if pid:
             continue
-        ready, _, _ = select.select(watched, [], [])
-        if wake in ready:
-            os.read(wake, 4096)
-        if lifeline in ready and not os.read(lifeline, 1):  # end of file: the parent is gone
-            orphaned = True
-            watched.remove(lifeline)
-            processes.signal_all([worker], signal.SIGKILL)
+        for fd, _ in watched.poll():
+            if fd == wake:
+                os.read(wake, 4096)
+            elif not os.read(lifeline, 1):  # end of file: the parent is gone
+                orphaned = True
+                watched.unregister(lifeline)
+                processes.kill_descendants(os.getpid())  # without a PID namespace: the worker's whole tree
+                processes.signal_all([worker], signal.SIGKILL)  # with one: its PID 1, and so all of it
     processes.kill_descendants(os.getpid())
     return status, orphaned
 

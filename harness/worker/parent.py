@@ -35,12 +35,13 @@ from pydantic import BaseModel, Field
 from ..records import Limits, SandboxMode
 from . import cuda_ipc, processes
 from .confine import CONFINE_FAILED
-from .launch import BOOTSTRAP, RUN_SCRATCH_PREFIX
+from .launch import BOOTSTRAP
 from .protocol import (ALLOWED_DTYPES, REPLY, Command, CommitBuffer, Reply, TensorRef, WorkerJob, aligned, fits,
                        send_model, tensor_at)
-from .sandbox import EXTENSIONS, PACKAGE_DIR, SandboxPolicy, confinement, default_limits
+from .sandbox import EXTENSIONS, PACKAGE_DIR, SandboxPolicy, confinement, default_limits, private_dir
 
 RUN_TOKEN_VAR = "HARNESS_RUN_TOKEN"  # set by a run on all its launchers (see schedule/plan.py)
+RUN_SCRATCH_PREFIX = "harness-run-"  # a run's workers' scratch dirs are in tempdir/<this><token>
 BUILD_CACHE_FILES = (".harness-lock", "outcome.json", ".outcome.json.*")  # the cache's own, never a worker's
 LOG_TAIL_BYTES = 16_384
 LOG_HEAD_BYTES = 1_048_576
@@ -107,26 +108,29 @@ def describe_exit(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
+def stop_run(token: str) -> None:
+    """Kill every worker of a run, and everything each one started (an interrupted run)."""
+    for launcher in processes.find_with_environment(f"{RUN_TOKEN_VAR}={token}".encode()):
+        processes.kill_tree(launcher)
+
+
 def run_scratch(token: str) -> Path:
     """Where a run's workers have their scratch dirs: one place to remove, however the run ends."""
     return Path(tempfile.gettempdir()) / f"{RUN_SCRATCH_PREFIX}{token}"
 
 
-def stop_run(token: str) -> None:
-    """Kill every worker of a run, and everything each one started (an interrupted run), and
-    remove their scratch dirs: an interrupted run does not wait for each worker to be closed."""
-    for launcher in processes.find_with_environment(f"{RUN_TOKEN_VAR}={token}".encode()):
-        processes.kill_tree(launcher)
+def remove_run_scratch(token: str) -> None:
+    """Once the run's threads are done with them: the scratch dirs of workers that an interrupted
+    run killed without closing."""
     shutil.rmtree(run_scratch(token), ignore_errors=True)
 
 
-def _scratch_dir(role: str, env: dict[str, str]) -> Path:
-    """A new scratch dir: in the run's own dir when the worker belongs to a run (`RUN_TOKEN_VAR`)."""
+def _scratch_dir(role: str, env: dict[str, str]) -> tuple[Path, str]:
+    """A new scratch dir, and the run's dir holding it when the worker belongs to a run
+    (`RUN_TOKEN_VAR`; else tempdir itself and "")."""
     token = env.get(RUN_TOKEN_VAR)
-    parent = run_scratch(token) if token else None
-    if parent is not None:
-        parent.mkdir(mode=0o700, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"harness-{role}-", dir=parent))
+    run_dir = private_dir(str(run_scratch(token))) if token else ""
+    return Path(tempfile.mkdtemp(prefix=f"harness-{role}-", dir=run_dir or None)), run_dir
 
 
 class Watchdog:
@@ -260,17 +264,18 @@ class Worker:
     Starting one boots it: confined, torch imported, waiting. `start` then gives it its job (a
     lane can boot the next candidate's worker while the current one is judged: schedule/lane.py).
     With namespaces every worker builds and loads its extensions in its own scratch dir; without
-    them it needs its key dir of the build cache when it boots (`key_dir`)."""
+    them it needs its key dir of the build cache when it boots (`key_dir`). One thread makes and
+    closes it: its launcher is sent SIGCONT when that thread exits (confine.on_parent_death)."""
 
     def __init__(self, placement: Placement, *, role: str, device: str, timeout_s: float, key_dir: Path | None = None,
                  boot_cpus: list[int] | None = None, pace: Pace = REAL_TIME):
         """`pace` runs the deadlines (a run that freezes its workers while it times stops their
         clock meanwhile) and guards the start."""
         self.timeout_s, self.gpu, self.placement, self.clock = timeout_s, placement.gpu, placement, pace.clock
-        self.scratch = _scratch_dir(role, placement.env)
+        self.scratch, run_dir = _scratch_dir(role, placement.env)
         self.sees_gpu = device == "cuda" and role != "build"
         self.confinement = confinement(placement.sandbox, self.scratch, sees_gpu=self.sees_gpu, env=placement.env,
-                                       key_dir=key_dir).model_copy(update={"boot_cpus": boot_cpus})
+                                       key_dir=key_dir).model_copy(update={"boot_cpus": boot_cpus, "run_dir": run_dir})
         self.key_dir = None if self.confinement.namespaces else key_dir
         spec_path = self.scratch / "launch.json"
         spec_path.write_text(self.confinement.model_dump_json())
@@ -279,17 +284,20 @@ class Worker:
         self._feed = CommitBuffer(sealed_memory_file("harness-feed"))  # and finds a timed call's inputs here (CPU runs)
         self._read_buffers = ReadBuffers()
         parent_sock, child_sock = socket.socketpair()
-        # The launcher reads end-of-file here once this process is gone, however it went (launch.py).
-        lifeline, self._lifeline = os.pipe()
-        with pace.launching():
-            self.process = subprocess.Popen(
-                [sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec_path), str(child_sock.fileno()),
-                 str(self.buffer.fd), str(self._feed.fd), str(lifeline)],
-                pass_fds=[child_sock.fileno(), self.buffer.fd, self._feed.fd, lifeline], stdin=subprocess.DEVNULL,
-                stdout=self.log, stderr=subprocess.STDOUT, cwd=self.scratch, env=self._env(), start_new_session=True,
-            )
-        child_sock.close()
-        os.close(lifeline)
+        # The launcher reads end-of-file at its end once this process is gone, however it went (launch.py).
+        launcher_end, self._lifeline = os.pipe()
+        try:
+            with pace.launching():
+                self.process = subprocess.Popen(
+                    [sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec_path), str(child_sock.fileno()),
+                     str(self.buffer.fd), str(self._feed.fd), str(launcher_end)],
+                    pass_fds=[child_sock.fileno(), self.buffer.fd, self._feed.fd, launcher_end],
+                    stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.scratch,
+                    env=self._env(), start_new_session=True,
+                )
+        finally:
+            child_sock.close()
+            os.close(launcher_end)
         self.conn = Connection(parent_sock.detach())
         self._reaping = threading.Lock()  # the launcher's pid stays ours until kill() reaps it
         self.watchdog = Watchdog(self.process.pid, [self.scratch], placement.sandbox.limits, self._kill_tree) \
@@ -556,7 +564,9 @@ class Worker:
         had a job: a spare still booting reads no exit command before its boot is done (up to
         the whole grace period: six spares left at the end of a GPU run took 5.8 s to close)."""
         self.kill()
-        os.close(self._lifeline)  # after the kill: the launcher is gone and leaves the scratch dir to us
+        if self._lifeline >= 0:  # after the kill: the launcher is gone and leaves the scratch dir to us
+            os.close(self._lifeline)
+            self._lifeline = -1
         self.conn.close()
         self.log.close()
         self.buffer.close()

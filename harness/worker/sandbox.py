@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -80,16 +81,22 @@ class SandboxUnavailable(Exception):
     """--sandbox strict on a kernel that lacks what it needs."""
 
 
-def mount_point() -> str:
-    """Make (once) and check the canonical scratch path: a real directory, ours, not a link."""
+def private_dir(path: str) -> str:
+    """Make `path` (owner-only) or check the one there: in a shared /tmp, a real directory, ours,
+    not a link, that no one else may write; else OSError."""
     try:
-        os.mkdir(CANONICAL_SCRATCH, 0o700)
+        os.mkdir(path, 0o700)
     except FileExistsError:
         pass
-    info = os.lstat(CANONICAL_SCRATCH)
-    if not os.path.isdir(CANONICAL_SCRATCH) or os.path.islink(CANONICAL_SCRATCH) or info.st_uid != os.getuid():
-        raise OSError(f"{CANONICAL_SCRATCH} is not a directory of this user's; remove it")
-    return CANONICAL_SCRATCH
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise OSError(f"{path} is not a private directory of this user's; remove it")
+    return path
+
+
+def mount_point() -> str:
+    """Make (once) and check the canonical scratch path."""
+    return private_dir(CANONICAL_SCRATCH)
 
 
 def works(rules: Confinement) -> bool:
@@ -132,6 +139,7 @@ class Confinement(BaseModel):
     namespaces: bool = False
     pid_namespace: bool = False
     scratch: str = ""  # the scratch dir as the parent sees it
+    run_dir: str = ""  # the dir holding it and the run's other workers' (removed by the last orphaned launcher)
     workdir: str = ""  # ... and as the worker sees it (CANONICAL_SCRATCH with namespaces)
     read: list[str] = []
     write: list[str] = []

@@ -99,4 +99,3 @@ def test_a_stale_torch_baton_does_not_stall_the_next_run(tmp_path, cold_and_warm
     results = eval_cpp(tmp_path, build, "after_kill", "--build-timeout", "120")
     assert results["tiny_relu/ok_cpp.py"]["status"] == "ok"
     assert time.monotonic() - began < 120
-

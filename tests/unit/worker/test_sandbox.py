@@ -13,7 +13,7 @@ import pytest
 
 from harness.records import Limits, SandboxMode
 from harness.worker import confine, processes
-from harness.worker.launch import BOOTSTRAP, RUN_SCRATCH_PREFIX
+from harness.worker.launch import BOOTSTRAP
 from harness.worker.parent import Watchdog
 from harness.worker.sandbox import (CANONICAL_SCRATCH, PACKAGE_DIR, Confinement, SandboxPolicy, SandboxUnavailable,
                                     confinement, decide_policy, mount_point, python_path, readable_paths,
@@ -165,10 +165,12 @@ def test_a_launcher_whose_parent_is_gone_kills_its_worker_and_removes_its_scratc
     """The parent's end of the lifeline closes however the parent goes (here: closed by hand, the
     parent being this test): the booted worker is killed, its scratch and run dirs removed."""
     policy = decide_policy(SandboxMode(mode), LIMITS)
-    scratch = tmp_path / f"{RUN_SCRATCH_PREFIX}token" / "harness-worker-1"
+    run_dir = tmp_path / "run"
+    scratch = run_dir / "harness-worker-1"
     scratch.mkdir(parents=True)
     spec = scratch / "launch.json"
-    spec.write_text(confinement(policy, scratch, sees_gpu=sees_gpu, env={"PATH": "/usr/bin"}).model_dump_json())
+    rules = confinement(policy, scratch, sees_gpu=sees_gpu, env={"PATH": "/usr/bin"})
+    spec.write_text(rules.model_copy(update={"run_dir": str(run_dir)}).model_dump_json())
     ours, theirs = socket.socketpair()  # ours stays open: the worker waits for a job, never for its end
     lifeline, held = os.pipe()
     launcher = subprocess.Popen([sys.executable, "-I", "-c", BOOTSTRAP, PACKAGE_DIR, str(spec), str(theirs.fileno()),
@@ -180,7 +182,8 @@ def test_a_launcher_whose_parent_is_gone_kills_its_worker_and_removes_its_scratc
         deadline = time.monotonic() + 30
         while not processes.descendants(launcher.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        worker, *_ = processes.descendants(launcher.pid)
+        assert processes.descendants(launcher.pid), "the launcher started no worker"
+        worker = processes.descendants(launcher.pid)[0]
         time.sleep(0.5)  # into its boot
         os.close(held)
         launcher.wait(timeout=30)
@@ -188,7 +191,7 @@ def test_a_launcher_whose_parent_is_gone_kills_its_worker_and_removes_its_scratc
         while not gone(worker) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert gone(worker)
-        assert not scratch.parent.exists()
+        assert not run_dir.exists()
     finally:
         processes.kill_tree(launcher.pid)  # if the launcher failed to
         launcher.wait()
