@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import ContextManager
 
 from ..records import Candidate, CandidateKind, EvalConfig, Problem
+from ..worker import processes
 from ..worker.parent import REAL_TIME, Pace, Placement, StopReason, Worker, WorkerStopped
 from ..worker.protocol import WorkerJob
 from .cache import BuildCache, BuildOutcome, BuildStatus, key_lock
 from .compiler_log import is_build_failure
 from .header import variant_for
+
+
+# How deep a build's files are kept: load_inline's lie two deep (extension dir, then its build
+# files); anything deeper the candidate made itself.
+KEPT_DEPTH = 4
 
 
 def build_ahead(candidate: Candidate, problem: Problem, config: EvalConfig, cache: BuildCache, placement: Placement,
@@ -87,5 +92,5 @@ def _keep_extensions(worker: Worker, key_dir: Path) -> tuple[str, str]:
     if worker.extensions == key_dir:  # without namespaces it built in the key dir itself
         return str(key_dir), str(key_dir)
     if worker.extensions.is_dir():
-        shutil.copytree(worker.extensions, key_dir, symlinks=True, dirs_exist_ok=True)
+        processes.copy_tree(worker.extensions, key_dir, KEPT_DEPTH)
     return worker.confinement.extensions_dir, str(key_dir)

@@ -139,7 +139,8 @@ def _signing_key(root: Path) -> bytes:
 
 
 # Exceptions that say more about the machine at the time (memory, a full disk, too many open
-# files) than about the code: an import that raised one is tried again by the next run.
+# files) than about the code: an import that raised one is tried again by the next run. A plain
+# OSError that repeats (a library that is not there) costs its build worker on every run.
 MACHINE_ERRORS = {"MemoryError", "OSError"}
 
 

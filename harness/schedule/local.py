@@ -19,8 +19,8 @@ import math
 import os
 import queue
 import threading
-import traceback
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
@@ -164,6 +164,7 @@ class Pipeline:
         self._outbox = Outbox()
         self._reference_failures: dict[str, str] = {}
         self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()  # no build starts after it is set
         self._ready: ReadyQueue | None = None
         self.gate = QuietGate(plan.token, active=plan.config.device == "cpu")  # the CPU is what is timed
 
@@ -175,11 +176,13 @@ class Pipeline:
 
     def stop(self) -> None:
         self._outbox.close()  # first: what the kill below decides is not a verdict
+        self._stopping.set()
         if self._ready is not None:
             self._ready.stop()
         stop_run(self.plan.token)
         self.join()
-        remove_run_scratch(self.plan.token)  # what the threads did not get to close
+        stop_run(self.plan.token)  # workers the threads started while the first one looked
+        remove_run_scratch(self.plan.token)  # and what the threads did not get to close
 
     def results(self) -> Iterator[Result]:
         """Every candidate's Result, diagnosed, as each is decided."""
@@ -254,7 +257,7 @@ class Pipeline:
         lock = threading.Lock()
 
         def builder() -> None:
-            while True:
+            while not self._stopping.is_set():
                 try:
                     candidate = work.get_nowait()
                 except queue.Empty:

@@ -170,8 +170,8 @@ def private_mounts(scratch: str, workdir: str, shm_bytes: int, proc: bool) -> No
 
 def on_parent_death(sig: signal.Signals) -> None:
     """Have the kernel send `sig` when the parent goes. Strictly, when the thread that started
-    this process exits: a parent that lives on sends it then too (and again when it goes), so a
-    worker is made and closed by one thread (parent.Worker)."""
+    this process exits: the kernel sends it then too if the parent lives on (and again when it
+    goes), so a worker is made and closed by one thread (parent.Worker)."""
     if _libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
         raise _fail("prctl(PR_SET_PDEATHSIG)")
 

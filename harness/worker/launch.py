@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import signal
 import sys
+import time
 
 from . import confine, processes
 
@@ -65,25 +65,32 @@ def main(spec_path: str, channel: int, buffer: int, feed: int, lifeline: int) ->
     for fd in (channel, buffer, feed):
         if fd >= 0:
             os.close(fd)
-    status, orphaned = _wait_for(worker, lifeline)
+    status, orphaned = _wait_for(worker, lifeline, rules["pid_namespace"])
     if orphaned:  # nothing of the run outlives it; a parent that closes a worker kills this launcher first
-        _reap_all()
+        if not rules["pid_namespace"]:  # in one, the worker's processes died with it
+            _reap_all()
         _remove_scratch(rules["scratch"], rules["run_dir"])
     return _exit_as(status)
 
 
-def _reap_all() -> None:
-    """Wait for every child left (killed, dying): none writes to the scratch dir after this."""
-    while True:
+def _reap_all(within_s: float = 10.0) -> None:
+    """Wait for every child left (the worker's orphans, killed), so that none writes to the
+    scratch dir after this; killing again what is still there, and giving up after `within_s`
+    (one stuck in the kernel)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
         try:
-            os.waitpid(-1, 0)
+            pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
+        if not pid:
+            processes.kill_descendants(os.getpid())
+            time.sleep(0.05)
 
 
 def _remove_scratch(scratch: str, run_dir: str) -> None:
     """Remove the scratch dir, and the run's dir once that is empty (the last of its workers)."""
-    shutil.rmtree(scratch, ignore_errors=True)
+    processes.remove_tree(scratch)
     if run_dir:
         try:
             os.rmdir(run_dir)
@@ -119,7 +126,7 @@ def _landlock_rules(rules: dict) -> list[tuple[str, int]]:
             + [(path, full) for path in rules["write"]] + [("/proc/self", confine.OWN_PROC)])
 
 
-def _wait_for(worker: int, lifeline: int) -> tuple[int, bool]:
+def _wait_for(worker: int, lifeline: int, pid_namespace: bool) -> tuple[int, bool]:
     """Reap every child (the worker, and orphans it left to us) until the worker is gone, killing
     it once the parent is gone; then kill whatever it left behind. The worker's wait status, and
     whether the parent was gone. No thread waits on the lifeline: a process that has entered a
@@ -145,10 +152,21 @@ def _wait_for(worker: int, lifeline: int) -> tuple[int, bool]:
             elif not os.read(lifeline, 1):  # end of file: the parent is gone
                 orphaned = True
                 watched.unregister(lifeline)
-                processes.kill_descendants(os.getpid())  # without a PID namespace: the worker's whole tree
-                processes.signal_all([worker], signal.SIGKILL)  # with one: its PID 1, and so all of it
-    processes.kill_descendants(os.getpid())
+                _kill_worker_tree(worker, pid_namespace)
+    if not pid_namespace:  # what the worker left to us (in a PID namespace the kernel killed it with the worker)
+        processes.kill_descendants(os.getpid())
     return status, orphaned
+
+
+def _kill_worker_tree(worker: int, pid_namespace: bool) -> None:
+    """The live worker and all below it. In a PID namespace, its PID 1 (the worker), and the
+    kernel kills the rest; there /proc is the worker's (mounted in the mount namespace we share),
+    where our own pid names another process, so it is not read. Without one, the tree below us,
+    orphans included (we are their subreaper)."""
+    if pid_namespace:
+        processes.signal_all([worker], signal.SIGKILL)
+    else:
+        processes.kill_descendants(os.getpid())
 
 
 def _exit_as(status: int) -> int:

@@ -122,7 +122,7 @@ def run_scratch(token: str) -> Path:
 def remove_run_scratch(token: str) -> None:
     """Once the run's threads are done with them: the scratch dirs of workers that an interrupted
     run killed without closing."""
-    shutil.rmtree(run_scratch(token), ignore_errors=True)
+    processes.remove_tree(run_scratch(token))
 
 
 def _scratch_dir(role: str, env: dict[str, str]) -> tuple[Path, str]:
@@ -295,6 +295,9 @@ class Worker:
                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.scratch,
                     env=self._env(), start_new_session=True,
                 )
+        except BaseException:
+            os.close(self._lifeline)
+            raise
         finally:
             child_sock.close()
             os.close(launcher_end)
@@ -564,11 +567,9 @@ class Worker:
         had a job: a spare still booting reads no exit command before its boot is done (up to
         the whole grace period: six spares left at the end of a GPU run took 5.8 s to close)."""
         self.kill()
-        if self._lifeline >= 0:  # after the kill: the launcher is gone and leaves the scratch dir to us
-            os.close(self._lifeline)
-            self._lifeline = -1
+        os.close(self._lifeline)  # after the kill: the launcher is gone and leaves the scratch dir to us
         self.conn.close()
         self.log.close()
         self.buffer.close()
         self._feed.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        processes.remove_tree(self.scratch)

@@ -1,10 +1,13 @@
 """A worker's process tree, seen from the parent through /proc: who is in it, how much memory
-it holds, and how to stop all of it at once (a fork bomb included)."""
+it holds, and how to stop all of it at once (a fork bomb included); and the files it leaves,
+copied or removed whatever shape a candidate gave them."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -141,3 +144,35 @@ def find_with_environment(marker: bytes) -> list[int]:
         except (OSError, ValueError):
             continue
     return found
+
+
+def remove_tree(path: Path | str) -> None:
+    """rm -rf of a tree a candidate wrote, links not followed. shutil.rmtree recurses (Python
+    3.11), so directories nested past the recursion limit, or made unreadable, are left to the
+    system's rm (after chmod, ours to do on our files). A launcher whose PID namespace is gone
+    cannot start one: what it could not remove stays."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        pass
+    if not os.path.lexists(path):
+        return
+    for command in (["chmod", "-R", "u+rwx", str(path)], ["rm", "-rf", "--", str(path)]):
+        try:
+            subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           check=False, timeout=300)
+        except (OSError, subprocess.SubprocessError):
+            return
+
+
+def copy_tree(source: Path, target: Path, max_depth: int) -> None:
+    """Copy a tree a worker wrote (links as links) into `target`, no deeper than `max_depth` and
+    past what cannot be read: shutil.copytree recurses, and a candidate can nest directories past
+    the recursion limit or leave files only it could read."""
+    def deeper_than_kept(folder: str, names: list[str]) -> list[str]:
+        return names if len(Path(folder).relative_to(source).parts) >= max_depth else []
+
+    try:
+        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True, ignore=deeper_than_kept)
+    except shutil.Error:
+        pass  # raised after the rest was copied: what could be, was

@@ -317,3 +317,53 @@ def test_without_a_sandbox_a_killed_reference_is_restarted_and_only_its_killer_f
     killer = results["tiny_relu/a_kills_reference.py"]
     assert killer["status"] == "crash" and "reference worker died" in killer["error"]
     assert [results[f"tiny_relu/{n}"]["status"] for n in ("b_honest.py", "c_honest.py")] == ["ok", "ok"]
+
+
+NESTED = '''
+import os
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline  # noqa: F401  (a C++ candidate: built ahead)
+
+
+def nest(root, depth=3000):
+    """Directories nested past Python's recursion limit (made by descriptor: no path is too long)."""
+    os.makedirs(root, exist_ok=True)
+    fd = os.open(root, os.O_RDONLY)
+    for _ in range(depth):
+        try:
+            os.mkdir("d", dir_fd=fd)
+        except FileExistsError:
+            pass
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+
+
+nest(os.environ["TORCH_EXTENSIONS_DIR"])  # what a build's files are copied from
+nest("nested")  # the scratch dir
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return (x + x.abs()) * 0.5
+'''
+
+
+def test_a_tree_nested_past_the_recursion_limit_neither_stops_the_run_nor_stays(tmp_path):
+    """Copying a build's files and removing a worker's scratch walk trees a candidate made: they
+    must not recurse without bound (shutil's do, on Python 3.11)."""
+    scratch, folder = tmp_path / "scratch", tmp_path / "c" / "tiny_relu"
+    scratch.mkdir()
+    folder.mkdir(parents=True)
+    (folder / "a_nests.py").write_text(NESTED)
+    (folder / "b_honest.py").write_text(HONEST_RELU)
+    done = subprocess.run([sys.executable, "-m", "harness", "eval", str(tmp_path / "c"), "--problems", str(DATA / "problems"),
+                           "--device", "cpu", "--trials", "3", "--db", str(tmp_path / "h.db"), "--out", str(tmp_path / "out"),
+                           "--build-dir", str(tmp_path / "build")], cwd=REPO, capture_output=True, text=True,
+                          timeout=600, env=os.environ | {"TMPDIR": str(scratch)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = {r["candidate"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
+    assert {name: r["status"] for name, r in results.items()} == {"tiny_relu/a_nests.py": "ok", "tiny_relu/b_honest.py": "ok"}
+    assert list(scratch.iterdir()) == []
+    assert max(len(path.relative_to(tmp_path / "build").parts) for path in (tmp_path / "build").rglob("*")) < 10
