@@ -12,16 +12,17 @@ from typing import ContextManager
 
 from ..records import Candidate, CandidateKind, EvalConfig, Problem
 from ..worker import processes
-from ..worker.parent import REAL_TIME, Pace, Placement, StopReason, Worker, WorkerStopped
+from ..worker.parent import BUILD_CACHE_FILES, REAL_TIME, Pace, Placement, StopReason, Worker, WorkerStopped
 from ..worker.protocol import WorkerJob
-from .cache import BuildCache, BuildOutcome, BuildStatus, key_lock
+from .cache import TORCH_BATON, BuildCache, BuildOutcome, BuildStatus, key_lock
 from .compiler_log import is_build_failure
 from .header import variant_for
 
 
-# How deep a build's files are kept: load_inline's lie two deep (extension dir, then its build
-# files); anything deeper the candidate made itself.
+# How much of a build worker's extensions dir is kept: load_inline's files lie two deep (the
+# extension's dir, then its build files) and number a few dozen; the rest the candidate made.
 KEPT_DEPTH = 4
+KEPT_FILES = 10_000
 
 
 def build_ahead(candidate: Candidate, problem: Problem, config: EvalConfig, cache: BuildCache, placement: Placement,
@@ -91,6 +92,6 @@ def _keep_extensions(worker: Worker, key_dir: Path) -> tuple[str, str]:
     the cache itself), and say how paths in its log map there: (as the worker saw them, now)."""
     if worker.extensions == key_dir:  # without namespaces it built in the key dir itself
         return str(key_dir), str(key_dir)
-    if worker.extensions.is_dir():
-        processes.copy_tree(worker.extensions, key_dir, KEPT_DEPTH)
+    worker.kill()  # nothing of the candidate's changes the files while they are copied
+    processes.copy_tree(worker.extensions, key_dir, KEPT_DEPTH, KEPT_FILES, (TORCH_BATON, *BUILD_CACHE_FILES))
     return worker.confinement.extensions_dir, str(key_dir)

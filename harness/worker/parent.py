@@ -567,7 +567,9 @@ class Worker:
         had a job: a spare still booting reads no exit command before its boot is done (up to
         the whole grace period: six spares left at the end of a GPU run took 5.8 s to close)."""
         self.kill()
-        os.close(self._lifeline)  # after the kill: the launcher is gone and leaves the scratch dir to us
+        if self._lifeline >= 0:  # after the kill: the launcher is gone and leaves the scratch dir to us
+            os.close(self._lifeline)
+            self._lifeline = -1  # a second discard closes no one else's fd of the same number
         self.conn.close()
         self.log.close()
         self.buffer.close()

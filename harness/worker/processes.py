@@ -4,9 +4,11 @@ copied or removed whatever shape a candidate gave them."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -165,14 +167,61 @@ def remove_tree(path: Path | str) -> None:
             return
 
 
-def copy_tree(source: Path, target: Path, max_depth: int) -> None:
-    """Copy a tree a worker wrote (links as links) into `target`, no deeper than `max_depth` and
-    past what cannot be read: shutil.copytree recurses, and a candidate can nest directories past
-    the recursion limit or leave files only it could read."""
-    def deeper_than_kept(folder: str, names: list[str]) -> list[str]:
-        return names if len(Path(folder).relative_to(source).parts) >= max_depth else []
+def copy_tree(source: Path, target: Path, max_depth: int, max_files: int, skip: tuple[str, ...]) -> None:
+    """Copy the regular files and directories of a tree a dead worker wrote into `target`, with
+    their times (ninja's up-to-date checks) but not their directory modes: no link (at any level,
+    the top included) is followed or copied, nor a FIFO or device; none is written through; no
+    deeper than `max_depth`, no more than `max_files`; names matching a pattern in `skip` are
+    left out. Without recursion: a candidate can nest directories past Python's limit."""
+    if source.is_symlink() or not source.is_dir():
+        return
+    pending, copied = [(source, target, 0)], 0
+    while pending:
+        folder, into, depth = pending.pop()
+        _fresh_dir(into)
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if copied >= max_files or any(fnmatch.fnmatch(entry.name, pattern) for pattern in skip):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if depth + 1 < max_depth:
+                    pending.append((Path(entry.path), into / entry.name, depth + 1))
+            elif entry.is_file(follow_symlinks=False):
+                copied += _copy_file(entry.path, into / entry.name)
 
+
+def _is_real_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+def _fresh_dir(path: Path) -> None:
+    """`path` as a real directory of ours (a link or file there before is removed)."""
+    if os.path.lexists(path) and not _is_real_dir(path):
+        path.unlink()
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)  # one an earlier copy made may have kept a candidate's mode
+
+
+def _copy_file(source: str, target: Path) -> int:
+    """1 if copied: a regular file, opened without following a link, written to a new file."""
     try:
-        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True, ignore=deeper_than_kept)
-    except shutil.Error:
-        pass  # raised after the rest was copied: what could be, was
+        reading = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return 0
+    with open(reading, "rb") as src:
+        info = os.fstat(reading)
+        if not stat.S_ISREG(info.st_mode):
+            return 0
+        if _is_real_dir(target):
+            remove_tree(target)
+        elif os.path.lexists(target):
+            target.unlink()
+        writing = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, (info.st_mode & 0o755) | 0o600)
+        with open(writing, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+            dst.flush()  # a write after the times would set them again
+            os.utime(writing, ns=(info.st_atime_ns, info.st_mtime_ns))
+    return 1
