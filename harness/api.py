@@ -29,6 +29,9 @@ from .schedule.plan import ActiveSet
 from .store import Database, now
 from .worker.sandbox import default_limits
 
+CLOSED = "this Evaluator is closed"
+
+
 class BatchStream:
     """A stream over a backend that takes a fixed list of candidates (Ray): what was fed while
     the previous batch ran goes out as the next batch."""
@@ -127,6 +130,8 @@ class Evaluator:
             yield future.result()
 
     def candidate(self, code: str, problem_id: str) -> Candidate:
+        if self._closed:  # its scratch dir is gone: writing the code there would make it again, for good
+            raise UsageError(CLOSED)
         if problem_id not in self._problems_by_id:
             raise UsageError(f"unknown problem id {problem_id!r}; {self.problems_dir} has "
                              + ", ".join(sorted(self._problems_by_id)))
@@ -148,7 +153,7 @@ class Evaluator:
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
             if self._closed:
-                raise UsageError("this Evaluator is closed")
+                raise UsageError(CLOSED)
             if self._failure is not None:
                 raise UsageError(f"this Evaluator stopped: {self._failure}")
             waiting = self._pending.get(candidate.rel_path)

@@ -132,6 +132,7 @@ def test_closing_kills_every_worker_and_cancels_what_was_not_judged(options, mon
     assert hanging.cancelled() and queued.cancelled()
     with pytest.raises(harness.UsageError, match="closed"):
         ev.submit(RELU, "tiny_relu")
+    assert not ev._scratch.exists()  # the refused code was not written to a new one
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
