@@ -70,17 +70,6 @@ def parse_compiler_output(log: str) -> list[CompilerDiagnostic]:
     return sorted(found, key=rank)  # stable: log order within each rank
 
 
-def source_lines_by_file(log: str) -> dict[str, list[str]]:
-    """The generated sources the compiler complained about (main.cpp, cuda.cu), read from the
-    build directory named in the log, so their lines can be traced back to the candidate."""
-    sources = {}
-    for match in re.finditer(r"(/\S+/(main\.cpp|cuda\.cu))\b", log):
-        path = Path(match.group(1))
-        if match.group(2) not in sources and path.is_file():
-            sources[match.group(2)] = path.read_text(errors="replace").splitlines()
-    return sources
-
-
 def locate_in_candidate(diagnostics: list[CompilerDiagnostic], sources: dict[str, list[str]],
                         candidate_text: str) -> list[CompilerDiagnostic]:
     """Fill candidate_line: the line of the candidate file holding the same text as the
@@ -100,8 +89,10 @@ def locate_in_candidate(diagnostics: list[CompilerDiagnostic], sources: dict[str
     return located
 
 
-def read_compiler_errors(message: str, log: str, candidate_text: str) -> list[CompilerDiagnostic]:
+def read_compiler_errors(message: str, log: str, candidate_text: str,
+                         sources: dict[str, str]) -> list[CompilerDiagnostic]:
     """The diagnostics of a failed build: from the exception and the build log (verbose builds
-    print the compiler's output instead of attaching it), located in the candidate file."""
-    output = message + "\n" + log
-    return locate_in_candidate(parse_compiler_output(output), source_lines_by_file(output), candidate_text)
+    print the compiler's output instead of attaching it), located in the candidate file through
+    the generated `sources` the worker read."""
+    lines = {name: text.splitlines() for name, text in sources.items()}
+    return locate_in_candidate(parse_compiler_output(message + "\n" + log), lines, candidate_text)

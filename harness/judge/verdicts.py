@@ -102,7 +102,7 @@ def of_failure(failure: Failure, log: str, device: str, candidate_text: str = ""
     compiler's output instead of attaching it to the exception."""
     message = failure.message
     if is_build_failure(failure.exc_type, message):
-        diagnostics = read_compiler_errors(message, log, candidate_text)
+        diagnostics = read_compiler_errors(message, log, candidate_text, failure.sources)
         first = diagnostics[0].one_line() if diagnostics else \
             "the extension build failed; no compiler error line was found (see the log)"
         return Verdict(status=Status.compile_error, error=first, evidence=[d.one_line() for d in diagnostics[:8]],

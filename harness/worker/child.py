@@ -17,6 +17,8 @@ import ctypes
 import hashlib
 import os
 import random
+import re
+import stat
 import sys
 import threading
 import traceback
@@ -35,6 +37,11 @@ from .timing import flush_buffer, measure_peaks, time_call
 
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_MESSAGE_CHARS = 64_000
+# torch.utils.cpp_extension's message for a failed build, naming the build directory (under
+# TORCH_EXTENSIONS_DIR) whose generated sources the compiler's line numbers refer to.
+FAILED_EXTENSION = re.compile(r"Error (?:building|compiling objects for) extension '([^'/]+)'")
+GENERATED_SOURCES = ("main.cpp", "cuda.cu")
+MAX_SOURCE_BYTES = 256_000
 
 
 class NotPlainTensor(Exception):
@@ -57,10 +64,38 @@ def failure(phase: Phase, exc: BaseException) -> Failure:
     frames = [frame for frame in traceback.extract_tb(exc.__traceback__)
               if not os.path.realpath(frame.filename).startswith(PLUMBING)]
     lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
+    message = str(exc)
     return Failure(
-        phase=phase, exc_type=type(exc).__name__, message=str(exc)[:MAX_MESSAGE_CHARS],
-        traceback=[line.rstrip()[:500] for line in lines[-8:]],
+        phase=phase, exc_type=type(exc).__name__, message=message[:MAX_MESSAGE_CHARS],
+        traceback=[line.rstrip()[:500] for line in lines[-8:]], sources=generated_sources(message),
     )
+
+
+def generated_sources(message: str) -> dict[str, str]:
+    """The sources load_inline generated for the extension whose build failed, by name; each a
+    regular file, read up to MAX_SOURCE_BYTES."""
+    named = FAILED_EXTENSION.search(message)
+    if named is None or not os.environ.get("TORCH_EXTENSIONS_DIR"):
+        return {}
+    sources = {}
+    for name in GENERATED_SOURCES:
+        text = read_regular(os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], named.group(1), name), MAX_SOURCE_BYTES)
+        if text is not None:
+            sources[name] = text
+    return sources
+
+
+def read_regular(path: str, limit: int) -> str | None:
+    """Up to `limit` bytes of a regular file, or None (no such file, or a FIFO or device, which
+    would block or never end)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return file.read(limit).decode(errors="replace")
 
 
 def cast_inputs(inputs: list, device: str, dtype: torch.dtype) -> list:

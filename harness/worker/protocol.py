@@ -99,6 +99,10 @@ class Failure(BaseModel):
     exc_type: str
     message: str
     traceback: list[str]
+    # A failed extension build's generated sources (main.cpp, cuda.cu), as the worker read them:
+    # what a compiler error's line is traced back to the candidate's file through. The parent
+    # reads no file a build log names.
+    sources: dict[str, str] = {}
 
 
 class ParamDigest(BaseModel):

@@ -63,15 +63,26 @@ def test_error_is_one_line_and_bounded():
     assert len(long.error) < 400
 
 
-def test_compiler_lines_map_back_to_the_candidate_file(tmp_path):
-    generated = tmp_path / "build" / "ext" / "main.cpp"
-    generated.parent.mkdir(parents=True)
-    generated.write_text("#include <torch/extension.h>\nint x = 1;\nreturn broken_call(x);\n")
+def test_compiler_lines_map_back_to_the_candidate_file():
+    generated = "#include <torch/extension.h>\nint x = 1;\nreturn broken_call(x);\n"
     transcript = 'Reasoning...\n```python\nsrc = """\nint x = 1;\nreturn broken_call(x);\n"""\n```\n'
-    log = f"{generated}:3:8: error: 'broken_call' was not declared in this scope\n"
-    verdict = of_failure(fail("load", "RuntimeError", "Error building extension 'ext'"), log, "cpu", transcript)
+    log = "/tmp/x/ext/main.cpp:3:8: error: 'broken_call' was not declared in this scope\n"
+    failed = fail("load", "RuntimeError", "Error building extension 'ext'").model_copy(update={"sources": {"main.cpp": generated}})
+    verdict = of_failure(failed, log, "cpu", transcript)
     assert verdict.compiler_diagnostics[0].candidate_line == 5
     assert verdict.error.endswith("(candidate line 5)")
+
+
+def test_the_parent_reads_no_file_a_build_log_names(tmp_path):
+    """The log is the candidate's to write: a path in it is never opened (a decoy here, standing
+    for a host file or an endless one); only the sources the worker sent are used."""
+    decoy = tmp_path / "ext" / "main.cpp"
+    decoy.parent.mkdir()
+    decoy.write_text("int x = 1;\nreturn broken_call(x);\n")
+    transcript = 'src = """\nint x = 1;\nreturn broken_call(x);\n"""\n'
+    log = f"{decoy}:2:8: error: 'broken_call' was not declared in this scope\n"
+    verdict = of_failure(fail("load", "RuntimeError", "Error building extension 'ext'"), log, "cpu", transcript)
+    assert verdict.status is Status.compile_error and verdict.compiler_diagnostics[0].candidate_line is None
 
 
 def test_speedup_is_reference_median_over_candidate_median():

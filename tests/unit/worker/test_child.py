@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from harness.records import Phase
-from harness.worker.child import NotPlainTensor, Session, cast_inputs, failure, param_digests, pin_to_cpus, plain_outputs
+from harness.worker.child import (MAX_SOURCE_BYTES, NotPlainTensor, Session, cast_inputs, failure, param_digests,
+                                  pin_to_cpus, plain_outputs)
 from harness.worker.protocol import Command, CommitBuffer, FeedFile, WorkerJob, describe
 
 
@@ -137,3 +138,20 @@ def test_a_failure_shows_the_candidate_frames_not_the_workers_own(tmp_path):
     lines = failure(Phase.correctness, raised.value).traceback
     assert not any("/harness/worker/" in line or "nn/modules/module.py" in line for line in lines), lines
     assert "in forward" in lines[-2] and lines[-1] == "TypeError: 'module' object is not callable"
+
+
+def test_a_failed_build_sends_its_generated_sources_read_safely(tmp_path, monkeypatch):
+    """The worker reads the sources of the extension named in the failure, from its own
+    extensions dir: regular files only (a FIFO would block the read), each up to a limit."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    build_dir = tmp_path / "conv_v1"
+    build_dir.mkdir()
+    (build_dir / "main.cpp").write_text("x" * (MAX_SOURCE_BYTES + 10))
+    os.mkfifo(build_dir / "cuda.cu")
+    built = failure(Phase.load, RuntimeError("Error building extension 'conv_v1': ninja: build stopped"))
+    assert built.sources == {"main.cpp": "x" * MAX_SOURCE_BYTES}
+    (build_dir / "cuda.cu").unlink()
+    (build_dir / "cuda.cu").write_text("__global__ void k() {}\n")
+    assert set(failure(Phase.load, RuntimeError("Error building extension 'conv_v1'")).sources) == {"main.cpp", "cuda.cu"}
+    assert failure(Phase.load, RuntimeError("no build here")).sources == {}
+    assert failure(Phase.load, RuntimeError("Error building extension '../conv_v1'")).sources == {}
