@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
 import fcntl
 import hashlib
 import hmac
 import json
 import secrets
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +40,7 @@ OUTCOME_FILE = "outcome.json"
 LOCK_FILE = ".harness-lock"
 KEY_FILE = ".harness-key"
 TORCH_BATON = "lock"  # torch.utils.cpp_extension's FileBaton in each extension's build dir
+MAX_OUTCOME_BYTES = 4 << 20  # a failed build's outcome holds its log's head and generated sources
 
 
 def default_build_root(host: HostEnv) -> Path:
@@ -103,9 +106,13 @@ class BuildCache:
 
     def read_outcome(self, key_dir: Path) -> BuildOutcome | None:
         """The key's outcome, if this cache signed it; None (build again) when it is absent, torn
-        by a crash, or not signed by us."""
+        by a crash, not signed by us, or not a plain file of a sane size (a worker that builds in
+        place can write the key dir: a link to a device would never end)."""
         try:
-            stored = json.loads((key_dir / OUTCOME_FILE).read_text())
+            with open(_open_own(key_dir / OUTCOME_FILE, os.O_RDONLY), "rb") as file:
+                if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                    return None
+                stored = json.loads(file.read(MAX_OUTCOME_BYTES))
             payload = stored["outcome"]
             if not hmac.compare_digest(stored["mac"], self._mac(payload)):
                 return None
@@ -116,9 +123,15 @@ class BuildCache:
     def write_outcome(self, key_dir: Path, outcome: BuildOutcome) -> None:
         """Atomically: a reader sees the old state or the whole new file."""
         payload = outcome.model_dump_json()
-        partial = key_dir / f".{OUTCOME_FILE}.{os.getpid()}"
-        partial.write_text(json.dumps({"outcome": payload, "mac": self._mac(payload)}))
-        os.replace(partial, key_dir / OUTCOME_FILE)
+        partial = key_dir / f".{OUTCOME_FILE}.{secrets.token_hex(8)}"
+        with open(_open_own(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as file:
+            file.write(json.dumps({"outcome": payload, "mac": self._mac(payload)}))
+        os.replace(partial, key_dir / OUTCOME_FILE)  # replaces whatever has the name, a link too
+
+
+def _open_own(path: Path, flags: int) -> int:
+    """A descriptor for one of the cache's own files in a key dir, never through a link there."""
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
 
 
 def _signing_key(root: Path) -> bytes:
@@ -183,11 +196,46 @@ def key_lock(key_dir: Path) -> Iterator[None]:
     harness process builds or loads only under this lock, so a baton found while holding it is
     stale and is removed."""
     key_dir.mkdir(parents=True, exist_ok=True)
-    with open(key_dir / LOCK_FILE, "a") as handle:
+    with open(_lock_file(key_dir), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            for baton in key_dir.glob(f"*/{TORCH_BATON}"):
-                baton.unlink(missing_ok=True)
+            _remove_batons(key_dir)
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _lock_file(key_dir: Path) -> int:
+    """The key's lock file; anything else at its name (a link a worker building in place left
+    there) is removed first, so opening it creates nothing elsewhere."""
+    path = key_dir / LOCK_FILE
+    for _ in range(3):
+        try:
+            fd = _open_own(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        except OSError as error:
+            if error.errno != errno.ELOOP:
+                raise
+        else:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                return fd
+            os.close(fd)
+        path.unlink(missing_ok=True)
+    raise OSError(errno.ELOOP, f"{path} keeps being replaced by something other than a file")
+
+
+def _remove_batons(key_dir: Path) -> None:
+    """torch's batons in the key's own build dirs; through no link (a link named like a build
+    dir would otherwise have the lock file of wherever it points removed)."""
+    for entry in os.scandir(key_dir):
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # replaced meanwhile
+        try:
+            os.unlink(TORCH_BATON, dir_fd=fd)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            pass
+        finally:
+            os.close(fd)

@@ -6,6 +6,7 @@ import threading
 import time
 
 import json
+import os
 
 from harness.builds.cache import BuildCache, BuildOutcome, BuildStatus, Toolchain, key_lock
 
@@ -93,3 +94,35 @@ def test_outcomes_are_read_back_only_when_this_cache_signed_them(tmp_path):
     elsewhere.write_outcome(key_dir, BuildOutcome(key=key_dir.name, status=BuildStatus.failed))
     assert cache.read_outcome(key_dir) is None
     assert (tmp_path / "root" / ".harness-key").stat().st_mode & 0o777 == 0o600
+
+
+def test_links_a_worker_plants_in_its_key_dir_lead_the_harness_nowhere(tmp_path):
+    """Without namespaces a worker builds in the key dir itself and can write there. Links at the
+    cache's own names (the lock, the outcome and its partial file) and at a build dir's name
+    make the harness write, create or remove nothing outside; a FIFO or device as the outcome is
+    no outcome (reading it would block or never end)."""
+    cache = BuildCache(tmp_path / "root", TOOLCHAIN)
+    key_dir = cache.key_dir("a" * 64)
+    key_dir.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "precious.txt"
+    victim.write_text("keep me")
+    (outside / "lock").write_text("not torch's")
+    (key_dir / ".harness-lock").symlink_to(outside / "created-by-lock")
+    (key_dir / "ext").symlink_to(outside)
+    (key_dir / "outcome.json").symlink_to(victim)
+    assert cache.read_outcome(key_dir) is None
+    with key_lock(key_dir):
+        cache.write_outcome(key_dir, BuildOutcome(key=key_dir.name, status=BuildStatus.built))
+    assert cache.read_outcome(key_dir).status is BuildStatus.built
+    assert sorted(p.name for p in outside.iterdir()) == ["lock", "precious.txt"]
+    assert victim.read_text() == "keep me" and (outside / "lock").read_text() == "not torch's"
+    assert not (key_dir / ".harness-lock").is_symlink()
+
+    (key_dir / "outcome.json").unlink()
+    os.mkfifo(key_dir / "outcome.json")
+    assert cache.read_outcome(key_dir) is None
+    (key_dir / "outcome.json").unlink()
+    (key_dir / "outcome.json").symlink_to("/dev/zero")
+    assert cache.read_outcome(key_dir) is None
