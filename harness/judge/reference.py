@@ -243,6 +243,10 @@ class ReferenceRunner:
                 raise ReferenceFailed(f"reference trial: {stopped.stop.error}") from None
             size = sum(t.nbytes for t in outputs + inputs)
             if keep and self._kept_bytes + size <= self.memory_budget:
+                # Into segments of their own: a clone that splits a larger freed block (a candidate's
+                # 8.5 GB timed-output copy, before a smaller other-shapes output is kept) pins the
+                # whole block for as long as the problem's candidates run (7.2 GB on an H200).
+                release_device_cache(self.config.device)
                 self._kept[key] = ([t.clone() for t in outputs], [t.clone() for t in inputs])
                 self._kept_bytes += size
                 del outputs, inputs
