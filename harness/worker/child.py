@@ -445,6 +445,23 @@ def warm_profiler(device: str) -> None:
         torch.zeros(1, device=device).add_(1)
 
 
+def warm_meta() -> None:
+    """torch's Python meta kernels, whose first use imports some 800 modules (sympy, and dynamo
+    for a relu): 0.9 s on the CPU machine, about 2 s of each reference's load on an H200 host,
+    where the other sizes candidates are checked at are sized on the meta device."""
+    with torch.device("meta"):
+        torch.relu(torch.randn(2))
+
+
+def next_job(conn: Connection) -> Command:
+    """The job command, after the boot commands sent ahead of it."""
+    command = Command.model_validate_json(conn.recv_bytes())
+    while command.op == "boot":
+        warm_meta()
+        command = Command.model_validate_json(conn.recv_bytes())
+    return command
+
+
 def main(fd: int, buffer_fd: int, feed_fd: int) -> int:
     """Called by launch.py once the worker is confined (torch is imported here, not before)."""
     conn = Connection(fd)
@@ -452,7 +469,7 @@ def main(fd: int, buffer_fd: int, feed_fd: int) -> int:
     # What load_inline needs, imported while booting: half a second (setuptools) of every
     # extension candidate's load otherwise, and of its build.
     import torch.utils.cpp_extension  # noqa: F401
-    command = Command.model_validate_json(conn.recv_bytes())
+    command = next_job(conn)
     if command.op != "job" or command.job is None:
         return 0
     job = command.job

@@ -305,6 +305,8 @@ class Worker:
         self._reaping = threading.Lock()  # the launcher's pid stays ours until kill() reaps it
         self.watchdog = Watchdog(self.process.pid, [self.scratch], placement.sandbox.limits, self._kill_tree) \
             if placement.sandbox.mode is not SandboxMode.off else None
+        if role == "reference":  # what loading a reference needs, imported while it boots (child.warm_meta)
+            self._send_early(Command(op="boot"))
 
     def _env(self) -> dict[str, str]:
         env = dict(self.placement.env)
@@ -334,10 +336,15 @@ class Worker:
         if code is not None:
             (self.scratch / "candidate.py").write_text(code)
             update["candidate_path"] = f"{workdir}/candidate.py"
+        self._send_early(Command(op="job", job=job.model_copy(update=update)))
+
+    def _send_early(self, command: Command) -> None:
+        """A command that may reach the worker while it boots: one that died meanwhile is found
+        by the reply to come."""
         try:
-            send_model(self.conn, Command(op="job", job=job.model_copy(update=update)))
+            send_model(self.conn, command)
         except OSError:
-            pass  # it died while booting: the reply to come says how
+            pass
 
     @property
     def pid(self) -> int:

@@ -82,8 +82,9 @@ class TensorRef(BaseModel):
 
 
 class Command(BaseModel):
-    op: Literal["job", "trial", "inputs", "warmup", "timed", "floor", "math", "exit"]
+    op: Literal["boot", "job", "trial", "inputs", "warmup", "timed", "floor", "math", "exit"]
     job: WorkerJob | None = None  # job: what to load
+    # boot (before the job, no reply): import what loading a reference needs while booting
     seed: int = 0  # trial, inputs, timed, floor: the inputs are the problem's get_inputs() after this seed
     fed: list[TensorRef] | None = None  # timed, warmup's last call (CPU): the inputs, in the worker's feed file
     seeds: list[int] = []  # warmup: one untimed call per seed

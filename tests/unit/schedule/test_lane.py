@@ -1,5 +1,6 @@
 """A lane's references started ahead: kept by problem until their first candidate, never more
-than the device allows, a failed start remembered as the problem's, all closed with the lane."""
+than the device allows, a failed start remembered as the problem's, all closed with the lane; on
+a GPU, the next reference's worker booted ahead instead."""
 
 import pytest
 
@@ -9,6 +10,7 @@ from harness.records import EvalConfig, Problem
 from harness.schedule import lane as lane_module
 from harness.schedule.lane import PREPARED_REFERENCES, Lane
 from harness.worker.parent import Placement
+from harness.worker.sandbox import SandboxMode, SandboxPolicy, default_limits
 from tests.unit.builds.test_cache import TOOLCHAIN
 
 
@@ -19,7 +21,7 @@ class FakeReference:
     closed: list[str] = []
 
     def __init__(self, problem, *args, **kwargs):
-        self.problem, self.peaks = problem, None
+        self.problem, self.peaks, self.worker = problem, None, kwargs.get("worker")
 
     def start(self) -> None:
         if self.problem.id in self.broken:
@@ -65,3 +67,42 @@ def test_no_more_are_started_ahead_than_the_device_allows(tmp_path, fake_referen
         assert not lane.can_prepare
     with make_lane(tmp_path, "cuda", {}) as lane:
         assert not lane.can_prepare  # each would hold GPU memory beside the one in use
+
+
+class FakeWorker:
+    """A booted worker, without a process: its role, and whether it was discarded unused."""
+
+    def __init__(self, placement, *, role, **kwargs):
+        self.role, self.discarded = role, False
+
+    def discard(self) -> None:
+        self.discarded = True
+
+
+def test_on_a_gpu_the_next_reference_worker_boots_ahead(tmp_path, fake_references, monkeypatch):
+    """A reference's worker boots as a reference (importing what loading one needs) beside the
+    candidates' spares; once a candidate takes its worker, the next reference's boots, so a
+    problem switch finds it booted. Unused ones are discarded with the lane."""
+    monkeypatch.setattr(lane_module, "Worker", FakeWorker)
+    namespaced = Placement(sandbox=SandboxPolicy(mode=SandboxMode.auto, namespaces=True, limits=default_limits()))
+    lane = Lane(EvalConfig(device="cuda"), "run", namespaced, BuildCache(tmp_path, TOOLCHAIN), {}, spares=2)
+    with lane:
+        first = lane._started_reference(problem("a"))
+        assert first.worker.role == "reference" and [w.role for w in lane.spares] == ["worker"] * 2
+        assert lane.reference_spare is None  # not beside the first reference's boot
+        candidate_worker = lane._worker()
+        assert candidate_worker.role == "worker" and len(lane.spares) == 2
+        booted_ahead = lane.reference_spare
+        assert booted_ahead.role == "reference"
+        assert lane._started_reference(problem("b")).worker is booted_ahead and lane.reference_spare is None
+        lane._worker()
+        left = [*lane.spares, lane.reference_spare]
+    assert all(worker.discarded for worker in left) and not candidate_worker.discarded
+
+
+def test_on_the_cpu_references_start_ahead_and_no_worker_boots_for_them(tmp_path, fake_references, monkeypatch):
+    monkeypatch.setattr(lane_module, "Worker", FakeWorker)
+    namespaced = Placement(sandbox=SandboxPolicy(mode=SandboxMode.auto, namespaces=True, limits=default_limits()))
+    with Lane(EvalConfig(device="cpu"), "run", namespaced, BuildCache(tmp_path, TOOLCHAIN), {}) as lane:
+        lane._worker()
+        assert lane.reference_spare is None
