@@ -12,17 +12,12 @@ from typing import ContextManager
 
 from ..records import Candidate, CandidateKind, EvalConfig, Problem
 from ..worker import processes
-from ..worker.parent import BUILD_CACHE_FILES, REAL_TIME, Pace, Placement, StopReason, Worker, WorkerStopped
+from ..worker.parent import BUILD_CACHE_FILES, KEPT_DEPTH, KEPT_FILES, REAL_TIME, Pace, Placement, StopReason, Worker, WorkerStopped
 from ..worker.protocol import WorkerJob
 from .cache import TORCH_BATON, BuildCache, BuildOutcome, BuildStatus, key_lock
 from .compiler_log import is_build_failure
 from .header import variant_for
 
-
-# How much of a build worker's extensions dir is kept: load_inline's files lie two deep (the
-# extension's dir, then its build files) and number a few dozen; the rest the candidate made.
-KEPT_DEPTH = 4
-KEPT_FILES = 10_000
 
 
 def build_ahead(candidate: Candidate, problem: Problem, config: EvalConfig, cache: BuildCache, placement: Placement,

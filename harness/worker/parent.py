@@ -15,7 +15,6 @@ import enum
 import fcntl
 import mmap
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -43,6 +42,11 @@ from .sandbox import EXTENSIONS, PACKAGE_DIR, SandboxPolicy, confinement, defaul
 RUN_TOKEN_VAR = "HARNESS_RUN_TOKEN"  # set by a run on all its launchers (see schedule/plan.py)
 RUN_SCRATCH_PREFIX = "harness-run-"  # a run's workers' scratch dirs are in tempdir/<this><token>
 BUILD_CACHE_FILES = (".harness-lock", "outcome.json", ".outcome.json.*")  # the cache's own, never a worker's
+# How much of an extensions dir is copied (a build's into the cache, a key dir's into a worker's
+# scratch): load_inline's files lie two deep (the extension's dir, then its build files) and
+# number a few dozen; the rest the candidate made.
+KEPT_DEPTH = 4
+KEPT_FILES = 10_000
 LOG_TAIL_BYTES = 16_384
 LOG_HEAD_BYTES = 1_048_576
 POLL_SLICE_S = 0.1
@@ -326,9 +330,8 @@ class Worker:
         """Hand the worker its job: its own copies of the problem and the code (a candidate that
         rewrites the files it came from changes nothing for this run) and, with namespaces, a
         copy of its key dir's builds (taken under the key's lock)."""
-        if key_dir is not None and self.key_dir is None and key_dir.is_dir():
-            shutil.copytree(key_dir, self.extensions, symlinks=True, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns(*BUILD_CACHE_FILES))
+        if key_dir is not None and self.key_dir is None:  # bounded and link-free: a cache may predate such copies
+            processes.copy_tree(key_dir, self.extensions, KEPT_DEPTH, KEPT_FILES, BUILD_CACHE_FILES)
         workdir = self.confinement.workdir
         update: dict = {"cpus": self.placement.cpus} if self.placement.cpus else {}
         (self.scratch / "problem.py").write_text(problem_source)
