@@ -21,10 +21,11 @@ from ..worker.protocol import Peaks
 # References a lane starts ahead, before their problem's first candidate is ready. None on a GPU,
 # where each would hold device memory beside the one in use (and where it is not yet measured).
 PREPARED_REFERENCES = {"cpu": 6, "cuda": 0}
-# Where references are not started ahead, a worker is booted ahead for the next one instead,
-# confined and with what loading a reference needs imported: 2 s of each reference's start on an
-# H200 host (problems switch every few candidates there).
-BOOTED_REFERENCES = {"cpu": 0, "cuda": 1}
+# Whether spares import, as they boot, what loading a reference needs (child.warm_meta), so that
+# whichever one a reference takes loads it at once: on a GPU, where references are not started
+# ahead and problems switch every few candidates (that import took 5 s of each reference's start
+# on an H200 host). Not on the CPU, where spares boot on the very cores timed, for candidates.
+REFERENCE_READY_SPARES = {"cpu": False, "cuda": True}
 
 
 class Lane:
@@ -44,8 +45,6 @@ class Lane:
         # Booting ahead needs namespaces: without them a worker must know its key dir when it boots.
         self.spare_count = spares if placement.sandbox.namespaces else 0
         self.spares: collections.deque[Worker] = collections.deque()
-        self.reference_spare: Worker | None = None  # booted ahead for the next problem's reference
-        self.booted_references = BOOTED_REFERENCES[config.device] if self.spare_count else 0
 
     def __enter__(self) -> Lane:
         return self
@@ -54,39 +53,23 @@ class Lane:
         self._drop_reference()
         for reference in self.prepared.values():
             reference.close()
-        if self.reference_spare is not None:
-            self.spares.append(self.reference_spare)
         while self.spares:
             self.spares.popleft().discard()  # never given a job: nothing of a candidate's to wind down
 
-    def _boot(self, role: str = "worker") -> Worker:
-        return Worker(self.placement, role=role, device=self.config.device, timeout_s=self.config.timeout_s,
-                      boot_cpus=self.boot_cpus, pace=self.pace)
+    def _boot(self) -> Worker:
+        return Worker(self.placement, role="worker", device=self.config.device, timeout_s=self.config.timeout_s,
+                      boot_cpus=self.boot_cpus, pace=self.pace,
+                      reference_ready=REFERENCE_READY_SPARES[self.config.device])
 
     def _worker(self) -> Worker | None:
-        """A candidate's worker: the longest-booting spare (or one booted now), the spares topped
-        up behind it; None when workers cannot boot ahead."""
+        """The longest-booting spare worker (or one booted now), the pool topped up behind it;
+        None when workers cannot boot ahead."""
         if not self.spare_count:
             return None
         worker = self.spares.popleft() if self.spares else self._boot()
-        self._top_up()
-        if self.booted_references and self.reference_spare is None:
-            self.reference_spare = self._boot("reference")
-        return worker
-
-    def _reference_worker(self) -> Worker | None:
-        """A reference's worker: the one booted ahead for it, or one booted now, the candidates'
-        spares topped up beside it (a lane's first reference boots with them); None when workers
-        cannot boot ahead."""
-        if not self.spare_count:
-            return None
-        worker, self.reference_spare = self.reference_spare or self._boot("reference"), None
-        self._top_up()
-        return worker
-
-    def _top_up(self) -> None:
         while len(self.spares) < self.spare_count:
             self.spares.append(self._boot())
+        return worker
 
     def _drop_reference(self) -> None:
         if self.reference is not None:
@@ -133,7 +116,7 @@ class Lane:
     def _started_reference(self, problem: Problem) -> ReferenceRunner | None:
         """The problem's reference, started; None when it failed (recorded in reference_failures)."""
         reference = ReferenceRunner(problem, self.config, self.cache.key_dir(problem.source_hash), self.placement,
-                                    peaks=self.peaks, worker=self._reference_worker(), quiet=self.quiet)
+                                    peaks=self.peaks, worker=self._worker(), quiet=self.quiet)
         try:
             reference.start()
         except ReferenceFailed as failed:

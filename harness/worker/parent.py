@@ -272,9 +272,10 @@ class Worker:
     closes it: its launcher is sent SIGCONT when that thread exits (confine.on_parent_death)."""
 
     def __init__(self, placement: Placement, *, role: str, device: str, timeout_s: float, key_dir: Path | None = None,
-                 boot_cpus: list[int] | None = None, pace: Pace = REAL_TIME):
+                 boot_cpus: list[int] | None = None, pace: Pace = REAL_TIME, reference_ready: bool = False):
         """`pace` runs the deadlines (a run that freezes its workers while it times stops their
-        clock meanwhile) and guards the start."""
+        clock meanwhile) and guards the start; with `reference_ready` it also imports, while it
+        boots, what loading a reference needs (child.warm_meta)."""
         self.timeout_s, self.gpu, self.placement, self.clock = timeout_s, placement.gpu, placement, pace.clock
         self.scratch, run_dir = _scratch_dir(role, placement.env)
         self.sees_gpu = device == "cuda" and role != "build"
@@ -309,7 +310,7 @@ class Worker:
         self._reaping = threading.Lock()  # the launcher's pid stays ours until kill() reaps it
         self.watchdog = Watchdog(self.process.pid, [self.scratch], placement.sandbox.limits, self._kill_tree) \
             if placement.sandbox.mode is not SandboxMode.off else None
-        if role == "reference":  # what loading a reference needs, imported while it boots (child.warm_meta)
+        if reference_ready:
             self._send_early(Command(op="boot"))
 
     def _env(self) -> dict[str, str]:

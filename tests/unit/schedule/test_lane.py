@@ -1,6 +1,6 @@
 """A lane's references started ahead: kept by problem until their first candidate, never more
 than the device allows, a failed start remembered as the problem's, all closed with the lane; on
-a GPU, the next reference's worker booted ahead instead."""
+a GPU, spares booted ready to load one instead."""
 
 import pytest
 
@@ -21,7 +21,7 @@ class FakeReference:
     closed: list[str] = []
 
     def __init__(self, problem, *args, **kwargs):
-        self.problem, self.peaks, self.worker = problem, None, kwargs.get("worker")
+        self.problem, self.peaks = problem, None
 
     def start(self) -> None:
         if self.problem.id in self.broken:
@@ -70,39 +70,21 @@ def test_no_more_are_started_ahead_than_the_device_allows(tmp_path, fake_referen
 
 
 class FakeWorker:
-    """A booted worker, without a process: its role, and whether it was discarded unused."""
+    """A booted worker, without a process: what it was booted for."""
 
-    def __init__(self, placement, *, role, **kwargs):
-        self.role, self.discarded = role, False
+    def __init__(self, placement, *, role, reference_ready=False, **kwargs):
+        self.role, self.reference_ready = role, reference_ready
 
     def discard(self) -> None:
-        self.discarded = True
+        pass
 
 
-def test_on_a_gpu_the_next_reference_worker_boots_ahead(tmp_path, fake_references, monkeypatch):
-    """A reference's worker boots as a reference (importing what loading one needs) beside the
-    candidates' spares; once a candidate takes its worker, the next reference's boots, so a
-    problem switch finds it booted. Unused ones are discarded with the lane."""
+@pytest.mark.parametrize("device, ready", [("cuda", True), ("cpu", False)])
+def test_on_a_gpu_every_spare_boots_ready_to_load_a_reference(tmp_path, fake_references, monkeypatch, device, ready):
+    """On a GPU whichever spare a reference takes has imported what loading one needs as it
+    booted; on the CPU (references started ahead, spares booting on the timed cores) none has."""
     monkeypatch.setattr(lane_module, "Worker", FakeWorker)
     namespaced = Placement(sandbox=SandboxPolicy(mode=SandboxMode.auto, namespaces=True, limits=default_limits()))
-    lane = Lane(EvalConfig(device="cuda"), "run", namespaced, BuildCache(tmp_path, TOOLCHAIN), {}, spares=2)
-    with lane:
-        first = lane._started_reference(problem("a"))
-        assert first.worker.role == "reference" and [w.role for w in lane.spares] == ["worker"] * 2
-        assert lane.reference_spare is None  # not beside the first reference's boot
-        candidate_worker = lane._worker()
-        assert candidate_worker.role == "worker" and len(lane.spares) == 2
-        booted_ahead = lane.reference_spare
-        assert booted_ahead.role == "reference"
-        assert lane._started_reference(problem("b")).worker is booted_ahead and lane.reference_spare is None
-        lane._worker()
-        left = [*lane.spares, lane.reference_spare]
-    assert all(worker.discarded for worker in left) and not candidate_worker.discarded
-
-
-def test_on_the_cpu_references_start_ahead_and_no_worker_boots_for_them(tmp_path, fake_references, monkeypatch):
-    monkeypatch.setattr(lane_module, "Worker", FakeWorker)
-    namespaced = Placement(sandbox=SandboxPolicy(mode=SandboxMode.auto, namespaces=True, limits=default_limits()))
-    with Lane(EvalConfig(device="cpu"), "run", namespaced, BuildCache(tmp_path, TOOLCHAIN), {}) as lane:
-        lane._worker()
-        assert lane.reference_spare is None
+    with Lane(EvalConfig(device=device), "run", namespaced, BuildCache(tmp_path, TOOLCHAIN), {}, spares=2) as lane:
+        taken = lane._worker()
+        assert [w.reference_ready for w in [taken, *lane.spares]] == [ready] * 3
