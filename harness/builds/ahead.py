@@ -12,7 +12,7 @@ from typing import ContextManager
 
 from ..records import Candidate, CandidateKind, EvalConfig, Problem
 from ..worker import processes
-from ..worker.parent import BUILD_CACHE_FILES, KEPT_DEPTH, KEPT_FILES, REAL_TIME, Pace, Placement, StopReason, Worker, WorkerStopped
+from ..worker.parent import KEPT_DEPTH, KEPT_FILES, REAL_TIME, Pace, Placement, StopReason, Worker, WorkerStopped
 from ..worker.protocol import WorkerJob
 from .cache import TORCH_BATON, BuildCache, BuildOutcome, BuildStatus, key_lock
 from .compiler_log import is_build_failure
@@ -88,5 +88,5 @@ def _keep_extensions(worker: Worker, key_dir: Path) -> tuple[str, str]:
     if worker.extensions == key_dir:  # without namespaces it built in the key dir itself
         return str(key_dir), str(key_dir)
     worker.kill()  # nothing of the candidate's changes the files while they are copied
-    processes.copy_tree(worker.extensions, key_dir, KEPT_DEPTH, KEPT_FILES, (TORCH_BATON, *BUILD_CACHE_FILES))
+    processes.copy_tree(worker.extensions, key_dir, KEPT_DEPTH, KEPT_FILES, (TORCH_BATON,))
     return worker.confinement.extensions_dir, str(key_dir)

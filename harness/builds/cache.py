@@ -1,10 +1,12 @@
 """The build cache: where each candidate's extensions are compiled, and what each build came to.
 
 Layout: <root>/<key digest>/ holds torch's build dirs for one candidate code under one
-toolchain, plus `outcome.json` once the build is decided. A key covers everything that changes
-the compiler's command lines or the binary: the code, torch, CUDA, the target architectures,
-the compilers and Python. Two runs sharing a root take `.harness-lock` (flock, released by the
-kernel when its holder dies) around any build or load in a key dir.
+toolchain; beside it, <key digest>.outcome.json once the build is decided and <key digest>.lock.
+A key covers everything that changes the compiler's command lines or the binary: the code,
+torch, CUDA, the target architectures, the compilers and Python. Two runs sharing a root take
+the lock (flock, released by the kernel when its holder dies) around any build or load in a key
+dir. The outcome and the lock are not in the key dir, which a worker building in place (no
+namespaces) can write: there it could plant a directory, FIFO or link at their names.
 
 Outcomes are signed (HMAC-SHA256) with `<root>/.harness-key`, which only the harness reads: a
 confined worker can read neither the root nor another key dir, so it cannot forge an outcome
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import errno
 import fcntl
 import hashlib
 import hmac
@@ -36,11 +37,12 @@ from ..records import HostEnv
 from ..worker.protocol import Failure
 from .header import PrecompiledHeader
 
-OUTCOME_FILE = "outcome.json"
-LOCK_FILE = ".harness-lock"
+OUTCOME_SUFFIX = ".outcome.json"
+LOCK_SUFFIX = ".lock"
 KEY_FILE = ".harness-key"
 TORCH_BATON = "lock"  # torch.utils.cpp_extension's FileBaton in each extension's build dir
-MAX_OUTCOME_BYTES = 4 << 20  # a failed build's outcome holds its log's head and generated sources
+# A failed build's outcome holds its log's head (1 MB) and generated sources (512 kB), JSON-escaped twice.
+MAX_OUTCOME_BYTES = 32 << 20
 
 
 def default_build_root(host: HostEnv) -> Path:
@@ -106,10 +108,9 @@ class BuildCache:
 
     def read_outcome(self, key_dir: Path) -> BuildOutcome | None:
         """The key's outcome, if this cache signed it; None (build again) when it is absent, torn
-        by a crash, not signed by us, or not a plain file of a sane size (a worker that builds in
-        place can write the key dir: a link to a device would never end)."""
+        by a crash, or not signed by us."""
         try:
-            with open(_open_own(key_dir / OUTCOME_FILE, os.O_RDONLY), "rb") as file:
+            with open(_open_own(_beside(key_dir, OUTCOME_SUFFIX), os.O_RDONLY), "rb") as file:
                 if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
                     return None
                 stored = json.loads(file.read(MAX_OUTCOME_BYTES))
@@ -123,14 +124,19 @@ class BuildCache:
     def write_outcome(self, key_dir: Path, outcome: BuildOutcome) -> None:
         """Atomically: a reader sees the old state or the whole new file."""
         payload = outcome.model_dump_json()
-        partial = key_dir / f".{OUTCOME_FILE}.{secrets.token_hex(8)}"
+        partial = key_dir.parent / f".{key_dir.name}{OUTCOME_SUFFIX}.{secrets.token_hex(8)}"
         with open(_open_own(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as file:
             file.write(json.dumps({"outcome": payload, "mac": self._mac(payload)}))
-        os.replace(partial, key_dir / OUTCOME_FILE)  # replaces whatever has the name, a link too
+        os.replace(partial, _beside(key_dir, OUTCOME_SUFFIX))
+
+
+def _beside(key_dir: Path, suffix: str) -> Path:
+    """One of the cache's own files for a key: in the root, beside the key dir."""
+    return key_dir.parent / f"{key_dir.name}{suffix}"
 
 
 def _open_own(path: Path, flags: int) -> int:
-    """A descriptor for one of the cache's own files in a key dir, never through a link there."""
+    """A descriptor for one of the cache's own files, never through a link."""
     return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
 
 
@@ -196,7 +202,8 @@ def key_lock(key_dir: Path) -> Iterator[None]:
     harness process builds or loads only under this lock, so a baton found while holding it is
     stale and is removed."""
     key_dir.mkdir(parents=True, exist_ok=True)
-    with open(_lock_file(key_dir), "a") as handle:
+    key_dir.chmod(0o700)  # a worker building in place may have taken its own access away
+    with open(_open_own(_beside(key_dir, LOCK_SUFFIX), os.O_WRONLY | os.O_CREAT | os.O_APPEND), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             _remove_batons(key_dir)
@@ -205,37 +212,23 @@ def key_lock(key_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _lock_file(key_dir: Path) -> int:
-    """The key's lock file; anything else at its name (a link a worker building in place left
-    there) is removed first, so opening it creates nothing elsewhere."""
-    path = key_dir / LOCK_FILE
-    for _ in range(3):
-        try:
-            fd = _open_own(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        except OSError as error:
-            if error.errno != errno.ELOOP:
-                raise
-        else:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                return fd
-            os.close(fd)
-        path.unlink(missing_ok=True)
-    raise OSError(errno.ELOOP, f"{path} keeps being replaced by something other than a file")
-
-
 def _remove_batons(key_dir: Path) -> None:
     """torch's batons in the key's own build dirs; through no link (a link named like a build
     dir would otherwise have the lock file of wherever it points removed)."""
-    for entry in os.scandir(key_dir):
+    try:
+        entries = list(os.scandir(key_dir))
+    except OSError:
+        return
+    for entry in entries:
         if not entry.is_dir(follow_symlinks=False):
             continue
         try:
             fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
-            continue  # replaced meanwhile
+            continue  # replaced meanwhile, or unreadable
         try:
             os.unlink(TORCH_BATON, dir_fd=fd)
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
+        except OSError:
             pass
         finally:
             os.close(fd)

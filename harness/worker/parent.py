@@ -41,7 +41,6 @@ from .sandbox import EXTENSIONS, PACKAGE_DIR, SandboxPolicy, confinement, defaul
 
 RUN_TOKEN_VAR = "HARNESS_RUN_TOKEN"  # set by a run on all its launchers (see schedule/plan.py)
 RUN_SCRATCH_PREFIX = "harness-run-"  # a run's workers' scratch dirs are in tempdir/<this><token>
-BUILD_CACHE_FILES = (".harness-lock", "outcome.json", ".outcome.json.*")  # the cache's own, never a worker's
 # How much of an extensions dir is copied (a build's into the cache, a key dir's into a worker's
 # scratch): load_inline's files lie two deep (the extension's dir, then its build files) and
 # number a few dozen; the rest the candidate made.
@@ -332,7 +331,7 @@ class Worker:
         rewrites the files it came from changes nothing for this run) and, with namespaces, a
         copy of its key dir's builds (taken under the key's lock)."""
         if key_dir is not None and self.key_dir is None:  # bounded and link-free: a cache may predate such copies
-            processes.copy_tree(key_dir, self.extensions, KEPT_DEPTH, KEPT_FILES, BUILD_CACHE_FILES)
+            processes.copy_tree(key_dir, self.extensions, KEPT_DEPTH, KEPT_FILES, ())
         workdir = self.confinement.workdir
         update: dict = {"cpus": self.placement.cpus} if self.placement.cpus else {}
         (self.scratch / "problem.py").write_text(problem_source)
