@@ -24,6 +24,7 @@ import threading
 import traceback
 import types
 from multiprocessing.connection import Connection
+from typing import get_args
 
 import torch
 
@@ -31,17 +32,16 @@ from ..inputs.problems import alternative_sizes, load_module, shrink_input_sizes
 from ..records import Phase
 from . import cuda_ipc
 from .confine import not_dumpable
-from .protocol import (Command, CommitBuffer, Failure, FeedFile, HardwareFloor, KernelTime, ParamDigest, Peaks, Profile,
-                       Reply, TensorRef, WorkerJob, describe, send_model)
+from .protocol import (MAX_LINE_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS, MAX_SOURCE_CHARS, MAX_TRACEBACK_LINES, Command,
+                       CommitBuffer, Failure, FeedFile, GeneratedSource, HardwareFloor, KernelTime, ParamDigest, Peaks,
+                       Profile, Reply, TensorRef, WorkerJob, describe, send_model)
 from .timing import flush_buffer, measure_peaks, time_call
 
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-MAX_MESSAGE_CHARS = 64_000
-# torch.utils.cpp_extension's message for a failed build, naming the build directory (under
-# TORCH_EXTENSIONS_DIR) whose generated sources the compiler's line numbers refer to.
-FAILED_EXTENSION = re.compile(r"Error (?:building|compiling objects for) extension '([^'/]+)'")
-GENERATED_SOURCES = ("main.cpp", "cuda.cu")
-MAX_SOURCE_BYTES = 256_000
+# torch.utils.cpp_extension's message for a failed build, naming the extension; its build dir
+# (under TORCH_EXTENSIONS_DIR) is named without the "_v<n>" a rebuild in one process adds.
+FAILED_EXTENSION = re.compile(r"Error building extension '([^'/]+)'")
+VERSIONED = re.compile(r"_v\d+$")
 
 
 class NotPlainTensor(Exception):
@@ -66,23 +66,25 @@ def failure(phase: Phase, exc: BaseException) -> Failure:
     lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
     message = str(exc)
     return Failure(
-        phase=phase, exc_type=type(exc).__name__, message=message[:MAX_MESSAGE_CHARS],
-        traceback=[line.rstrip()[:500] for line in lines[-8:]], sources=generated_sources(message),
+        phase=phase, exc_type=type(exc).__name__[:MAX_NAME_CHARS], message=message[:MAX_MESSAGE_CHARS],
+        traceback=[line.rstrip()[:MAX_LINE_CHARS] for line in lines[-MAX_TRACEBACK_LINES:]],
+        sources=generated_sources(message),
     )
 
 
 def generated_sources(message: str) -> dict[str, str]:
     """The sources load_inline generated for the extension whose build failed, by name; each a
-    regular file, read up to MAX_SOURCE_BYTES."""
+    regular file, read up to MAX_SOURCE_CHARS bytes."""
     named = FAILED_EXTENSION.search(message)
-    if named is None or not os.environ.get("TORCH_EXTENSIONS_DIR"):
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if named is None or not root:
         return {}
-    sources = {}
-    for name in GENERATED_SOURCES:
-        text = read_regular(os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], named.group(1), name), MAX_SOURCE_BYTES)
-        if text is not None:
-            sources[name] = text
-    return sources
+    for folder in dict.fromkeys([VERSIONED.sub("", named.group(1)), named.group(1)]):
+        sources = {name: text for name in get_args(GeneratedSource)
+                   if (text := read_regular(os.path.join(root, folder, name), MAX_SOURCE_CHARS)) is not None}
+        if sources:
+            return sources
+    return {}
 
 
 def read_regular(path: str, limit: int) -> str | None:
@@ -449,8 +451,11 @@ def warm_meta() -> None:
     """torch's Python meta kernels, whose first use imports some 800 modules (sympy, and dynamo
     for a relu): 0.9 s on the CPU machine, about 2 s of each reference's load on an H200 host,
     where the other sizes candidates are checked at are sized on the meta device."""
-    with torch.device("meta"):
-        torch.relu(torch.randn(2))
+    try:
+        with torch.device("meta"):
+            torch.relu(torch.randn(2))
+    except Exception:  # only a head start: whatever failed here is met, and reported, where it is needed
+        pass
 
 
 def next_job(conn: Connection) -> Command:

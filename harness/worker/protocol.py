@@ -21,10 +21,10 @@ import ctypes
 import mmap
 import os
 from multiprocessing.connection import Connection
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
 from ..records import Device, Phase, Precision
 from . import cuda_ipc
@@ -93,17 +93,23 @@ class Command(BaseModel):
     default_math: bool = False  # math (reference only): PyTorch's default math flags instead of strict fp32
 
 
+# What a worker may say about an exception (it truncates to these; more breaks the protocol).
+MAX_NAME_CHARS, MAX_MESSAGE_CHARS, MAX_TRACEBACK_LINES, MAX_LINE_CHARS = 200, 64_000, 8, 500
+MAX_SOURCE_CHARS = 256_000
+GeneratedSource = Literal["main.cpp", "cuda.cu"]  # load_inline's, which a compiler error's line refers to
+
+
 class Failure(BaseModel):
     """An exception inside the worker, as data."""
 
     phase: Phase
-    exc_type: str
-    message: str
-    traceback: list[str]
-    # A failed extension build's generated sources (main.cpp, cuda.cu), as the worker read them:
-    # what a compiler error's line is traced back to the candidate's file through. The parent
-    # reads no file a build log names.
-    sources: dict[str, str] = {}
+    exc_type: str = Field(max_length=MAX_NAME_CHARS)
+    message: str = Field(max_length=MAX_MESSAGE_CHARS)
+    traceback: list[Annotated[str, Field(max_length=MAX_LINE_CHARS)]] = Field(max_length=MAX_TRACEBACK_LINES)
+    # A failed extension build's generated sources, as the worker read them: what a compiler
+    # error's line is traced back to the candidate's file through. The parent reads no file a
+    # build log names.
+    sources: dict[GeneratedSource, Annotated[str, Field(max_length=MAX_SOURCE_CHARS)]] = {}
 
 
 class ParamDigest(BaseModel):

@@ -1,6 +1,7 @@
 """Worker-side helpers: input casting per precision, plain-tensor outputs, parameter digests,
 when timing inputs are made, and pinning to the cores a worker was given."""
 
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -10,9 +11,10 @@ import pytest
 import torch
 
 from harness.records import Phase
-from harness.worker.child import (MAX_SOURCE_BYTES, NotPlainTensor, Session, cast_inputs, failure, param_digests,
+from harness.worker import child as child_module
+from harness.worker.child import (NotPlainTensor, Session, cast_inputs, failure, param_digests,
                                   pin_to_cpus, plain_outputs)
-from harness.worker.protocol import Command, CommitBuffer, FeedFile, WorkerJob, describe
+from harness.worker.protocol import MAX_SOURCE_CHARS, Command, CommitBuffer, Failure, FeedFile, WorkerJob, describe
 
 
 def test_precision_casts_floating_inputs_but_never_class_indices():
@@ -141,17 +143,40 @@ def test_a_failure_shows_the_candidate_frames_not_the_workers_own(tmp_path):
 
 
 def test_a_failed_build_sends_its_generated_sources_read_safely(tmp_path, monkeypatch):
-    """The worker reads the sources of the extension named in the failure, from its own
-    extensions dir: regular files only (a FIFO would block the read), each up to a limit."""
+    """The worker reads the sources of the extension named in the failure, from its build dir
+    (named without the version a rebuild in one process adds): regular files only (a FIFO would
+    block the read), each up to a limit."""
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
-    build_dir = tmp_path / "conv_v1"
+    build_dir = tmp_path / "conv"
     build_dir.mkdir()
-    (build_dir / "main.cpp").write_text("x" * (MAX_SOURCE_BYTES + 10))
+    (build_dir / "main.cpp").write_text("x" * (MAX_SOURCE_CHARS + 10))
     os.mkfifo(build_dir / "cuda.cu")
     built = failure(Phase.load, RuntimeError("Error building extension 'conv_v1': ninja: build stopped"))
-    assert built.sources == {"main.cpp": "x" * MAX_SOURCE_BYTES}
+    assert built.sources == {"main.cpp": "x" * MAX_SOURCE_CHARS}
     (build_dir / "cuda.cu").unlink()
     (build_dir / "cuda.cu").write_text("__global__ void k() {}\n")
-    assert set(failure(Phase.load, RuntimeError("Error building extension 'conv_v1'")).sources) == {"main.cpp", "cuda.cu"}
+    assert set(failure(Phase.load, RuntimeError("Error building extension 'conv'")).sources) == {"main.cpp", "cuda.cu"}
     assert failure(Phase.load, RuntimeError("no build here")).sources == {}
-    assert failure(Phase.load, RuntimeError("Error building extension '../conv_v1'")).sources == {}
+    assert failure(Phase.load, RuntimeError("Error building extension '../conv'")).sources == {}
+
+
+def test_the_parent_takes_no_more_of_a_failure_than_a_worker_may_send():
+    """A worker is the candidate's process: what it says about an exception is bounded where the
+    parent reads it (too much is a broken protocol), not only where the worker truncates."""
+    Failure(phase=Phase.load, exc_type="E", message="m", traceback=[], sources={"cuda.cu": "x" * MAX_SOURCE_CHARS})
+    for too_much in ({"sources": {"cuda.cu": "x" * (MAX_SOURCE_CHARS + 1)}}, {"sources": {"/etc/passwd": "x"}},
+                     {"traceback": ["line"] * 9}, {"message": "m" * 64_001}, {"exc_type": "E" * 201}):
+        with pytest.raises(ValueError):
+            Failure.model_validate({"phase": "load", "exc_type": "E", "message": "m", "traceback": [], **too_much})
+    long_name = type("E" * 300, (Exception,), {})
+    assert len(failure(Phase.load, long_name("x" * 70_000)).exc_type) == 200  # the worker truncates first
+
+
+def test_a_worker_imports_the_meta_kernels_for_each_boot_command_then_takes_its_job(monkeypatch):
+    warmed = []
+    monkeypatch.setattr(child_module, "warm_meta", lambda: warmed.append(True))
+    parent_end, child_end = multiprocessing.Pipe()
+    job = WorkerJob(role="candidate", problem_path="p", device="cpu", precision="fp32", init_seed=0)
+    for command in (Command(op="boot"), Command(op="boot"), Command(op="job", job=job)):
+        parent_end.send_bytes(command.model_dump_json().encode())
+    assert child_module.next_job(child_end).op == "job" and warmed == [True, True]
