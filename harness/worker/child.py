@@ -449,8 +449,9 @@ def warm_profiler(device: str) -> None:
 
 def warm_meta() -> None:
     """torch's Python meta kernels, whose first use imports some 800 modules (sympy, and dynamo
-    for a relu): 0.9 s on the CPU machine, about 2 s of each reference's load on an H200 host,
-    where the other sizes candidates are checked at are sized on the meta device."""
+    for a relu): 0.9 s on the CPU machine; on an H200 host 5.4 s of each reference's start, where
+    the other sizes candidates are checked at are sized on the meta device (3.1 s) and its FLOPs
+    counted through the same kernels (2.3 s)."""
     try:
         with torch.device("meta"):
             torch.relu(torch.randn(2))
