@@ -181,8 +181,10 @@ def test_a_killed_run_resumes_without_judging_anything_twice(tmp_path):
     for name in QUICK:
         shutil.copy(DATA / "candidates" / "tiny_relu" / name, tmp_path / "c" / "tiny_relu" / name)
     args = eval_args(tmp_path, tmp_path / "c")
-    harness = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=REPO,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    scratch = tmp_path / "scratch"  # a SIGKILL can leave a scratch dir the parent was removing (threat model)
+    scratch.mkdir()
+    harness = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=REPO, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env=os.environ | {"TMPDIR": str(scratch)})
     deadline = time.monotonic() + 180
     while (not (tmp_path / "h.db").exists() or len(recorded(tmp_path / "h.db")) < 2) and time.monotonic() < deadline:
         time.sleep(0.2)
