@@ -39,6 +39,7 @@ from .header import PrecompiledHeader
 
 OUTCOME_SUFFIX = ".outcome.json"
 LOCK_SUFFIX = ".lock"
+CACHE_LAYOUT = 2  # 2: outcome and lock beside the key dir (1: inside it)
 KEY_FILE = ".harness-key"
 TORCH_BATON = "lock"  # torch.utils.cpp_extension's FileBaton in each extension's build dir
 # A failed build's outcome holds its log's head (1 MB) and generated sources (512 kB), JSON-escaped twice.
@@ -63,9 +64,10 @@ class Toolchain(BaseModel):
     build_layout: Literal["private", "in_place"]
 
     def key(self, code_hash: str) -> str:
-        """The cache key digest: one directory per code and toolchain. Candidates reusing an
-        extension name (seeds 000, 001 and 004 all call theirs conv2d_cuda) never meet."""
-        payload = json.dumps({"code": code_hash, **self.model_dump()}, sort_keys=True)
+        """The cache key digest: one directory per code and toolchain (and cache layout: versions
+        of the harness that keep their own files differently never share a key dir). Candidates
+        reusing an extension name (seeds 000, 001 and 004 all call theirs conv2d_cuda) never meet."""
+        payload = json.dumps({"code": code_hash, "layout": CACHE_LAYOUT, **self.model_dump()}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
     def env(self) -> dict[str, str]:
@@ -202,14 +204,24 @@ def key_lock(key_dir: Path) -> Iterator[None]:
     harness process builds or loads only under this lock, so a baton found while holding it is
     stale and is removed."""
     key_dir.mkdir(parents=True, exist_ok=True)
-    key_dir.chmod(0o700)  # a worker building in place may have taken its own access away
     with open(_open_own(_beside(key_dir, LOCK_SUFFIX), os.O_WRONLY | os.O_CREAT | os.O_APPEND), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
+            _own_mode(key_dir)
             _remove_batons(key_dir)
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _own_mode(key_dir: Path) -> None:
+    """The key dir owner-only again, through no link: a worker building in place may have taken
+    its own access away (chmod is not Landlock's to refuse)."""
+    fd = os.open(key_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
 
 
 def _remove_batons(key_dir: Path) -> None:

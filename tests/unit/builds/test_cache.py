@@ -30,10 +30,10 @@ def test_arch_list_is_passed_to_builds_and_evaluations_alike():
 
 
 def test_lock_clears_a_baton_a_killed_build_left(tmp_path):
-    baton = tmp_path / "tiny_relu" / "lock"
-    baton.parent.mkdir()
+    baton = tmp_path / "key" / "tiny_relu" / "lock"
+    baton.parent.mkdir(parents=True)
     baton.write_text("")
-    with key_lock(tmp_path):
+    with key_lock(tmp_path / "key"):
         assert not baton.exists()
 
 
@@ -41,10 +41,10 @@ def test_lock_is_exclusive_between_threads(tmp_path):
     events = []
 
     def second():
-        with key_lock(tmp_path):
+        with key_lock(tmp_path / "key"):
             events.append("second")
 
-    with key_lock(tmp_path):
+    with key_lock(tmp_path / "key"):
         thread = threading.Thread(target=second)
         thread.start()
         time.sleep(0.5)
@@ -58,7 +58,7 @@ def test_lock_of_a_killed_holder_is_released(tmp_path):
 import sys, time
 from pathlib import Path
 from harness.builds.cache import key_lock
-with key_lock(Path({str(tmp_path)!r})):
+with key_lock(Path({str(tmp_path / "key")!r})):
     print("held", flush=True)
     time.sleep(600)
 """], stdout=subprocess.PIPE, text=True)
@@ -66,7 +66,7 @@ with key_lock(Path({str(tmp_path)!r})):
     holder.kill()
     holder.wait()
     acquired = threading.Event()
-    thread = threading.Thread(target=lambda: (key_lock(tmp_path).__enter__(), acquired.set()), daemon=True)
+    thread = threading.Thread(target=lambda: (key_lock(tmp_path / "key").__enter__(), acquired.set()), daemon=True)
     thread.start()
     assert acquired.wait(timeout=10)
 
@@ -119,4 +119,4 @@ def test_what_a_worker_plants_in_its_key_dir_leads_the_harness_nowhere(tmp_path)
 
     key_dir.chmod(0)
     with key_lock(key_dir):  # the harness's own dir: its mode is the harness's to set back
-        assert cache.read_outcome(key_dir).status is BuildStatus.built
+        assert key_dir.stat().st_mode & 0o777 == 0o700
