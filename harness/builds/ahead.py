@@ -13,7 +13,7 @@ from typing import ContextManager
 from ..records import Candidate, CandidateKind, EvalConfig, Problem
 from ..worker import processes
 from ..worker.parent import KEPT_DEPTH, KEPT_FILES, REAL_TIME, Pace, Placement, StopReason, Worker, WorkerStopped
-from ..worker.protocol import WorkerJob
+from ..worker.protocol import MAX_LINE_CHARS, MAX_MESSAGE_CHARS, Failure, WorkerJob
 from .cache import TORCH_BATON, BuildCache, BuildOutcome, BuildStatus, key_lock
 from .compiler_log import is_build_failure
 from .header import variant_for
@@ -61,13 +61,21 @@ def _run_build_worker(candidate: Candidate, problem: Problem, config: EvalConfig
             return BuildOutcome(key=key_dir.name, status=BuildStatus.built, seconds=seconds,
                                 protections=worker.protections)
         if reply.failure and is_build_failure(reply.failure.exc_type, reply.failure.message):
-            seen, now = kept  # paths as the compiler printed them, to where the sources are kept
-            failure = reply.failure.model_copy(update={"message": reply.failure.message.replace(seen, now),
-                                                       "traceback": [t.replace(seen, now) for t in reply.failure.traceback]})
-            return BuildOutcome(key=key_dir.name, status=BuildStatus.failed, seconds=seconds, failure=failure,
+            seen, now = kept
+            return BuildOutcome(key=key_dir.name, status=BuildStatus.failed, seconds=seconds,
+                                failure=kept_failure(reply.failure, seen, now),
                                 log_head=worker.log_head().replace(seen, now), protections=worker.protections)
         return BuildOutcome(key=key_dir.name, status=BuildStatus.deferred, seconds=seconds, failure=reply.failure,
                             protections=worker.protections)
+
+
+def kept_failure(failure: Failure, seen: str, now: str) -> Failure:
+    """The failure with paths as the compiler printed them (`seen`) naming where the build's files
+    are kept (`now`), still within the protocol's bounds: an outcome stored past them would never
+    be read back, and the build would run again on every run."""
+    return Failure.model_validate(failure.model_dump() | {
+        "message": failure.message.replace(seen, now)[:MAX_MESSAGE_CHARS],
+        "traceback": [line.replace(seen, now)[:MAX_LINE_CHARS] for line in failure.traceback]})
 
 
 def _header_path(cache: BuildCache, placement: Placement, pace: Pace, code: str) -> dict[str, str]:
