@@ -64,12 +64,25 @@ def failure(phase: Phase, exc: BaseException) -> Failure:
     frames = [frame for frame in traceback.extract_tb(exc.__traceback__)
               if not os.path.realpath(frame.filename).startswith(PLUMBING)]
     lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
-    message = str(exc)
+    message = _text(exc)
     return Failure(
-        phase=phase, exc_type=type(exc).__name__[:MAX_NAME_CHARS], message=message[:MAX_MESSAGE_CHARS],
-        traceback=[line.rstrip()[:MAX_LINE_CHARS] for line in lines[-MAX_TRACEBACK_LINES:]],
+        phase=phase, exc_type=_sendable(type(exc).__name__)[:MAX_NAME_CHARS], message=message[:MAX_MESSAGE_CHARS],
+        traceback=[_sendable(line.rstrip())[:MAX_LINE_CHARS] for line in lines[-MAX_TRACEBACK_LINES:]],
         sources=generated_sources(message),
     )
+
+
+def _text(exc: BaseException) -> str:
+    """The exception's message, whatever its __str__ does."""
+    try:
+        return _sendable(str(exc))
+    except Exception:
+        return f"<{type(exc).__name__} whose message could not be read>"
+
+
+def _sendable(text: str) -> str:
+    """`text` as valid UTF-8 (a lone surrogate, from bytes decoded with surrogateescape, is not)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def generated_sources(message: str) -> dict[str, str]:

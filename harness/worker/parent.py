@@ -189,6 +189,11 @@ REAL_TIME = Pace()
 
 
 MAX_READ_BUFFERS = 2
+# A reply is metadata (tensors travel in shared memory): a worker that sends more is the
+# candidate's doing, and must not make the parent allocate what it claims. multiprocessing's
+# Connection refuses a longer message with this OSError (and is unusable afterwards).
+MAX_REPLY_BYTES = 64 << 20
+OVERLONG_MESSAGE = "bad message length"
 STOP_WAIT_S = 1.0  # how long a worker's threads get to stop before its memory is read or fed (microseconds, usually)
 
 
@@ -425,8 +430,11 @@ class Worker:
     def _recv(self, phase: str, timeout_s: float | None = None) -> bytes:
         self._wait_readable(phase, timeout_s)
         try:
-            return self.conn.recv_bytes()
-        except (EOFError, OSError):
+            return self.conn.recv_bytes(MAX_REPLY_BYTES)
+        except (EOFError, OSError) as error:
+            if str(error) == OVERLONG_MESSAGE:
+                raise self._stopped(StopReason.broke_protocol,
+                                    f"worker sent a message over {MAX_REPLY_BYTES >> 20} MB during {phase}") from None
             self._wait_exit(EXIT_GRACE_S)  # it is exiting; learn how
             raise self._died(phase) from None
 

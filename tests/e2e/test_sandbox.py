@@ -32,7 +32,7 @@ VICTIM = "a_victim.py"  # a built extension (C++ on a CPU run, CUDA on a GPU run
 HOST_MEMORY = {"cpu": "3G", "cuda": "6G"}
 LIMITS = ["--max-processes", "64", "--max-scratch", "256M", "--max-file-size", "64M"]
 LIMIT_WORDS = {"memory_bomb": "host memory", "fork_bomb": "processes", "disk_fill": "scratch",
-               "stdout_flood": "file size limit"}
+               "stdout_flood": "file size limit", "huge_reply": "message over 64 MB"}
 HONEST_RELU = '''
 
 import torch.nn as nn

@@ -172,6 +172,21 @@ def test_the_parent_takes_no_more_of_a_failure_than_a_worker_may_send():
     assert len(failure(Phase.load, long_name("x" * 70_000)).exc_type) == 200  # the worker truncates first
 
 
+def test_any_exception_becomes_a_failure_the_parent_can_read():
+    """A message with a lone surrogate (bytes decoded with surrogateescape) or a __str__ that
+    raises is still a failure the worker can send: otherwise the worker dies and an honest
+    exception reads as a crash."""
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    for exc in (RuntimeError(b"caf\xe9".decode("utf-8", "surrogateescape")), Unprintable()):
+        sent = failure(Phase.load, exc)
+        assert Failure.model_validate_json(sent.model_dump_json()) == sent
+    assert "could not be read" in failure(Phase.load, Unprintable()).message
+
+
 def test_a_worker_imports_the_meta_kernels_for_each_boot_command_then_takes_its_job(monkeypatch):
     warmed = []
     monkeypatch.setattr(child_module, "warm_meta", lambda: warmed.append(True))
