@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from . import options
+from .worker.bytecode import read_bytecode_here
 from .errors import StoreFailed, UsageError
 from .options import number, size
 from .records import HostEnv, SandboxMode
@@ -230,6 +231,7 @@ def cmd_export(args: argparse.Namespace, host: HostEnv) -> int:
     return 0
 
 
+TORCH_COMMANDS = {"eval", "check", "explain"}  # those that import torch in this process
 COMMANDS = {"eval": cmd_eval, "list": cmd_list, "report": cmd_report, "compare": cmd_compare,
             "export": cmd_export, "explain": cmd_explain, "check": cmd_check}
 
@@ -240,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(host).parse_args(argv)
     except SystemExit as done:  # argparse has printed its one line (or the help): a code, not an exit
         return done.code if isinstance(done.code, int) else EXIT_USAGE
+    if args.command in TORCH_COMMANDS:
+        read_bytecode_here(host.cache_home)
     try:
         return COMMANDS[args.command](args, host)
     except (UsageError, StoreError) as exc:

@@ -18,6 +18,7 @@ import itertools
 import math
 import os
 import queue
+import subprocess
 import threading
 import time
 import traceback
@@ -166,6 +167,7 @@ class Pipeline:
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()  # no build starts after it is set
         self._ready: ReadyQueue | None = None
+        self._warmer: subprocess.Popen | None = None
         self.gate = QuietGate(plan.token, active=plan.config.device == "cpu")  # the CPU is what is timed
 
     def __enter__(self) -> Pipeline:
@@ -183,6 +185,9 @@ class Pipeline:
         self.join()
         stop_run(self.plan.token)  # workers the threads started while the first one looked
         remove_run_scratch(self.plan.token)  # and what the threads did not get to close
+        if self._warmer is not None:  # still at work: the next run warms again
+            self._warmer.kill()
+            self._warmer.wait()
 
     def results(self) -> Iterator[Result]:
         """Every candidate's Result, diagnosed, as each is decided."""
@@ -219,6 +224,8 @@ class Pipeline:
 
     def _open(self, expected: float) -> None:
         self._ready = ReadyQueue(self.plan.problem_order, expected)
+        with self.gate.launching():  # a head start for the workers booting beside it
+            self._warmer = self.plan.start_warming()
         for lane in range(max(1, len(self.plan.resources.gpus))):
             self._spawn(self._lane, lane)
 

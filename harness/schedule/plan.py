@@ -7,13 +7,16 @@ import contextlib
 import math
 import os
 import secrets
+import subprocess
 import threading
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Literal
 
 import torch
 from pydantic import BaseModel
 
+from ..worker.bytecode import bytecode_dir, start_warming
 from ..builds.cache import BuildCache
 from ..judge import verdicts
 from ..judge.diagnose import diagnose
@@ -122,24 +125,33 @@ class RunPlan:
         self.config, self.run_id, self.cache, self.resources, self.host = config, run_id, cache, resources, host
         self.sandbox = sandbox
         self.token = secrets.token_hex(16)  # marks every launcher of the run (see worker.parent.stop_run)
+        bytecode = bytecode_dir(host.cache_home)
+        self.bytecode = str(bytecode) if bytecode else None
 
     def base_env(self) -> dict[str, str]:
         return dict(self.host.passed) | self.cache.toolchain.env() | {RUN_TOKEN_VAR: self.token}
+
+    def start_warming(self) -> subprocess.Popen | None:
+        """The bytecode warmer (worker/bytecode.py), on the build cores; None where none is needed."""
+        if self.bytecode is None:
+            return None
+        return start_warming(Path(self.bytecode), self.base_env(), self.resources.build_cpus)
 
     def build_placement(self, builds: int) -> Placement:
         env = self.base_env()
         if self.host.max_jobs is None:  # compile jobs per build: fill the pool, never more than a build has
             jobs = self.resources.jobs
             env["MAX_JOBS"] = str(min(TRANSLATION_UNITS, math.ceil(jobs / max(1, min(builds, jobs)))))
-        return Placement(env=env, cpus=self.resources.build_cpus, sandbox=self.sandbox)
+        return Placement(env=env, cpus=self.resources.build_cpus, sandbox=self.sandbox, bytecode=self.bytecode)
 
     def lane_placement(self, lane: int) -> Placement:
         env = self.base_env()
         if not self.resources.gpus:
-            return Placement(env=env, sandbox=self.sandbox)
+            return Placement(env=env, sandbox=self.sandbox, bytecode=self.bytecode)
         env["CUDA_VISIBLE_DEVICES"] = visible_gpu(self.resources.gpus[lane], self.host.cuda_visible_devices)
         cpus = self.resources.lane_cpus[lane] if self.resources.lane_cpus else None
-        return Placement(gpu=self.resources.gpus[lane], env=env, cpus=cpus, sandbox=self.sandbox)
+        return Placement(gpu=self.resources.gpus[lane], env=env, cpus=cpus, sandbox=self.sandbox,
+                         bytecode=self.bytecode)
 
     def split(self, candidates: Iterable[Candidate]) -> tuple[list[Result], list[Candidate]]:
         """The verdicts that need no worker (diagnosed), and the rest in problem order."""

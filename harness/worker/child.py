@@ -468,8 +468,17 @@ def warm_meta() -> None:
     try:
         with torch.device("meta"):
             torch.relu(torch.randn(2))
+        from torch.utils import flop_counter  # noqa: F401  (what counting its FLOPs imports)
     except Exception:  # only a head start: whatever failed here is met, and reported, where it is needed
         pass
+
+
+def boot_imports() -> None:
+    """What every worker does as it boots, before its job: the CPU profiler's set-up, and what
+    load_inline needs (half a second, setuptools, of every extension candidate's load otherwise,
+    and of its build)."""
+    warm_profiler("cpu")
+    import torch.utils.cpp_extension  # noqa: F401
 
 
 def next_job(conn: Connection) -> Command:
@@ -484,10 +493,7 @@ def next_job(conn: Connection) -> Command:
 def main(fd: int, buffer_fd: int, feed_fd: int) -> int:
     """Called by launch.py once the worker is confined (torch is imported here, not before)."""
     conn = Connection(fd)
-    warm_profiler("cpu")
-    # What load_inline needs, imported while booting: half a second (setuptools) of every
-    # extension candidate's load otherwise, and of its build.
-    import torch.utils.cpp_extension  # noqa: F401
+    boot_imports()
     command = next_job(conn)
     if command.op != "job" or command.job is None:
         return 0

@@ -29,13 +29,16 @@ import time
 
 from . import confine, processes
 
-BOOTSTRAP = """
+# The harness package, loaded from the directory the parent runs it from (argv[1]).
+LOAD_PACKAGE = """
 import importlib.util, sys
 package = sys.argv[1]
 spec = importlib.util.spec_from_file_location("harness", package + "/__init__.py", submodule_search_locations=[package])
 module = importlib.util.module_from_spec(spec)
 sys.modules["harness"] = module
 spec.loader.exec_module(module)
+"""
+BOOTSTRAP = LOAD_PACKAGE + """
 from harness.worker.launch import main
 sys.exit(main(sys.argv[2], *map(int, sys.argv[3:7])))
 """
@@ -46,6 +49,9 @@ def main(spec_path: str, channel: int, buffer: int, feed: int, lifeline: int) ->
     with open(spec_path) as spec_file:
         rules = json.load(spec_file)
     sys.path[:] = rules["python_path"]
+    # Bytecode is read from the harness's own where it keeps one (worker/bytecode.py), and never
+    # written: the next worker, the reference's included, would run it.
+    sys.pycache_prefix, sys.dont_write_bytecode = rules["pycache_prefix"], True
     if rules.get("boot_cpus"):
         os.sched_setaffinity(0, rules["boot_cpus"])
     try:

@@ -65,11 +65,13 @@ class Placement(BaseModel):
     """Where and how a worker runs. `env` is all it sees of the caller's environment (the
     scrubbed variables, CUDA_VISIBLE_DEVICES naming its one GPU, TORCH_CUDA_ARCH_LIST, MAX_JOBS
     and the like). `gpu` is that GPU's index as this process numbers it, where its tensors are
-    opened; `cpus` are the cores it pins itself to; `sandbox` is the run's policy."""
+    opened; `cpus` are the cores it pins itself to; `sandbox` is the run's policy; `bytecode` is
+    where it reads the harness's bytecode, where the harness keeps any (worker/bytecode.py)."""
 
     gpu: int | None = None
     cpus: list[int] | None = None
     env: dict[str, str] = {}
+    bytecode: str | None = None
     sandbox: SandboxPolicy = Field(default_factory=lambda: SandboxPolicy(mode=SandboxMode.off, limits=default_limits()))
 
 
@@ -284,7 +286,8 @@ class Worker:
         self.scratch, run_dir = _scratch_dir(role, placement.env)
         self.sees_gpu = device == "cuda" and role != "build"
         self.confinement = confinement(placement.sandbox, self.scratch, sees_gpu=self.sees_gpu, env=placement.env,
-                                       key_dir=key_dir).model_copy(update={"boot_cpus": boot_cpus, "run_dir": run_dir})
+                                       key_dir=key_dir, bytecode=placement.bytecode)
+        self.confinement = self.confinement.model_copy(update={"boot_cpus": boot_cpus, "run_dir": run_dir})
         self.key_dir = None if self.confinement.namespaces else key_dir
         spec_path = self.scratch / "launch.json"
         spec_path.write_text(self.confinement.model_dump_json())

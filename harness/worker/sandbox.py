@@ -146,6 +146,7 @@ class Confinement(BaseModel):
     device: list[str] = []  # usable device nodes (read, write, ioctl), nothing created
     rlimits: dict[str, int] = {}
     python_path: list[str] = []  # the parent's import path: the worker imports what the parent imports
+    pycache_prefix: str | None = None  # the harness's bytecode, read-only (worker/bytecode.py)
     shm_bytes: int = SHM_BYTES
     boot_cpus: list[int] | None = None  # cores to boot on (a worker booted ahead keeps off the timed ones)
 
@@ -191,12 +192,12 @@ def python_path() -> list[str]:
 
 
 def confinement(policy: SandboxPolicy, scratch: Path, *, sees_gpu: bool, env: dict[str, str],
-                key_dir: Path | None = None) -> Confinement:
+                key_dir: Path | None = None, bytecode: str | None = None) -> Confinement:
     """The rules for one worker. With namespaces every worker works in its scratch dir seen at
     CANONICAL_SCRATCH, builds included (their extensions are copied into the cache by the parent),
     so no worker writes the build cache. Without them a worker builds in, or loads from, the key
-    dir it must be given here (`key_dir`), and may write there."""
-    base = Confinement(scratch=str(scratch), workdir=str(scratch), python_path=python_path())
+    dir it must be given here (`key_dir`), and may write there. It reads `bytecode`, if given."""
+    base = Confinement(scratch=str(scratch), workdir=str(scratch), python_path=python_path(), pycache_prefix=bytecode)
     if policy.mode is SandboxMode.off:
         return base
     limits = policy.limits
@@ -208,5 +209,5 @@ def confinement(policy: SandboxPolicy, scratch: Path, *, sees_gpu: bool, env: di
         workdir, write = str(scratch), [str(scratch)] + ([str(key_dir)] if key_dir else [])
     return base.model_copy(update={
         "landlock_abi": policy.landlock_abi, "namespaces": policy.namespaces,
-        "pid_namespace": policy.namespaces and not sees_gpu, "workdir": workdir, "read": readable_paths(env),
-        "write": write, "device": ["/dev"], "rlimits": rlimits})
+        "pid_namespace": policy.namespaces and not sees_gpu, "workdir": workdir,
+        "read": readable_paths(env) + _existing([bytecode]), "write": write, "device": ["/dev"], "rlimits": rlimits})

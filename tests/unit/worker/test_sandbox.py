@@ -65,6 +65,15 @@ def test_a_build_may_read_the_precompiled_header_its_cpath_names(tmp_path):
     assert str(tmp_path) not in readable_paths({"PATH": "/usr/bin", "CPATH": str(header)})
 
 
+def test_a_worker_reads_the_harness_bytecode_and_may_not_write_it(tmp_path):
+    kept = tmp_path / "bytecode"
+    kept.mkdir()
+    worker = rules(tmp_path, sees_gpu=False, bytecode=str(kept))
+    assert worker.pycache_prefix == str(kept) and str(kept) in worker.read
+    assert not any(str(kept).startswith(path) for path in worker.write)
+    assert rules(tmp_path, sees_gpu=False).pycache_prefix is None
+
+
 def test_off_confines_nothing_but_keeps_the_parents_import_path(tmp_path):
     off = rules(tmp_path, policy=SandboxPolicy(mode=SandboxMode.off, limits=LIMITS), sees_gpu=False)
     assert off.landlock_abi == 0 and not off.namespaces and off.rlimits == {} and off.python_path
