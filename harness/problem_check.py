@@ -14,6 +14,7 @@ from .builds.cache import BuildCache, default_build_root, toolchain
 from .judge.degenerate import degenerate_flags
 from .judge.reference import ReferenceFailed, ReferenceRunner
 from .records import EvalConfig, HostEnv, Problem
+from .worker.bytecode import bytecode_dir
 from .worker.parent import Placement
 from .worker.sandbox import SandboxPolicy
 
@@ -63,7 +64,7 @@ def check_setup(config: EvalConfig, host: HostEnv, sandbox: SandboxPolicy) -> tu
     """Where checks keep their reference workers' files, and how those workers are placed."""
     gpus = [torch.cuda.current_device()] if config.device == "cuda" else []
     cache = BuildCache(default_build_root(host), toolchain(config.device, gpus, host, sandbox.namespaces))
-    return cache, Placement(env=dict(host.passed), sandbox=sandbox)
+    return cache, Placement(env=dict(host.passed), sandbox=sandbox, bytecode=bytecode_dir(host.cache_home))
 
 
 def check_problems(problems: list[Problem], config: EvalConfig, host: HostEnv, sandbox: SandboxPolicy,

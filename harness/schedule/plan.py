@@ -10,7 +10,6 @@ import secrets
 import subprocess
 import threading
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Literal
 
 import torch
@@ -125,8 +124,7 @@ class RunPlan:
         self.config, self.run_id, self.cache, self.resources, self.host = config, run_id, cache, resources, host
         self.sandbox = sandbox
         self.token = secrets.token_hex(16)  # marks every launcher of the run (see worker.parent.stop_run)
-        bytecode = bytecode_dir(host.cache_home)
-        self.bytecode = str(bytecode) if bytecode else None
+        self.bytecode = bytecode_dir(host.cache_home)
 
     def base_env(self) -> dict[str, str]:
         return dict(self.host.passed) | self.cache.toolchain.env() | {RUN_TOKEN_VAR: self.token}
@@ -135,7 +133,7 @@ class RunPlan:
         """The bytecode warmer (worker/bytecode.py), on the build cores; None where none is needed."""
         if self.bytecode is None:
             return None
-        return start_warming(Path(self.bytecode), self.base_env(), self.resources.build_cpus)
+        return start_warming(self.bytecode, self.base_env(), self.resources.build_cpus)
 
     def build_placement(self, builds: int) -> Placement:
         env = self.base_env()

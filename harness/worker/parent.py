@@ -71,7 +71,7 @@ class Placement(BaseModel):
     gpu: int | None = None
     cpus: list[int] | None = None
     env: dict[str, str] = {}
-    bytecode: str | None = None
+    bytecode: Path | None = None
     sandbox: SandboxPolicy = Field(default_factory=lambda: SandboxPolicy(mode=SandboxMode.off, limits=default_limits()))
 
 

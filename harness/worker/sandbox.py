@@ -192,12 +192,13 @@ def python_path() -> list[str]:
 
 
 def confinement(policy: SandboxPolicy, scratch: Path, *, sees_gpu: bool, env: dict[str, str],
-                key_dir: Path | None = None, bytecode: str | None = None) -> Confinement:
+                key_dir: Path | None = None, bytecode: Path | None = None) -> Confinement:
     """The rules for one worker. With namespaces every worker works in its scratch dir seen at
     CANONICAL_SCRATCH, builds included (their extensions are copied into the cache by the parent),
     so no worker writes the build cache. Without them a worker builds in, or loads from, the key
     dir it must be given here (`key_dir`), and may write there. It reads `bytecode`, if given."""
-    base = Confinement(scratch=str(scratch), workdir=str(scratch), python_path=python_path(), pycache_prefix=bytecode)
+    base = Confinement(scratch=str(scratch), workdir=str(scratch), python_path=python_path(),
+                       pycache_prefix=str(bytecode) if bytecode else None)
     if policy.mode is SandboxMode.off:
         return base
     limits = policy.limits
@@ -210,4 +211,4 @@ def confinement(policy: SandboxPolicy, scratch: Path, *, sees_gpu: bool, env: di
     return base.model_copy(update={
         "landlock_abi": policy.landlock_abi, "namespaces": policy.namespaces,
         "pid_namespace": policy.namespaces and not sees_gpu, "workdir": workdir,
-        "read": readable_paths(env) + _existing([bytecode]), "write": write, "device": ["/dev"], "rlimits": rlimits})
+        "read": readable_paths(env) + _existing([base.pycache_prefix]), "write": write, "device": ["/dev"], "rlimits": rlimits})

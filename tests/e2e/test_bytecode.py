@@ -42,7 +42,7 @@ def test_workers_read_the_harness_bytecode_and_none_can_write_it(tmp_path):
                    plan_resources("cpu", None, None), host, sandbox)
     kept = tmp_path / "bytecode"
     kept.mkdir()
-    plan.bytecode = str(kept)  # as on an install without bytecode of its own
+    plan.bytecode = kept  # as on an install without bytecode of its own
     with Pipeline(plan, discover_candidates(tmp_path / "c", problems)) as pipeline:
         [result] = list(pipeline.results())
     assert result.status is Status.load_error, (result.status, result.error)
