@@ -56,8 +56,9 @@ VERIFY_EARLY, VERIFY_LATE, EARLY_CALLS = 0.5, 0.2, 20  # the expected share of t
 
 
 def harness_run(candidates: Path, problems: Path, build: Path, scratch: Path, name: str, extra: list[str]) -> dict:
-    """One `harness eval`; its cache home (where the precompiled torch header is kept) goes with
-    its build cache, so a cold run makes that header too."""
+    """One `harness eval`; its cache home (where the precompiled torch header is kept, and the
+    workers' bytecode where the install has none) goes with its build cache, so a cold run makes
+    those too."""
     out = scratch / name
     shutil.rmtree(out, ignore_errors=True)  # a scratch folder kept from an earlier invocation
     for suffix in ("", "-wal", "-shm"):
