@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 from . import options
-from .worker.bytecode import read_bytecode_here
 from .errors import StoreFailed, UsageError
 from .options import number, size
 from .records import HostEnv, SandboxMode
 from .store import DEFAULT_DB, Database, StoreError
+from .worker.bytecode import read_bytecode_here
 from .worker.sandbox import default_limits
 
 # Commands import what they need when they run: `--help`, `report`, `compare` and `export` never

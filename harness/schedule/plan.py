@@ -15,11 +15,11 @@ from typing import Literal
 import torch
 from pydantic import BaseModel
 
-from ..worker.bytecode import bytecode_dir, start_warming
 from ..builds.cache import BuildCache
 from ..judge import verdicts
 from ..judge.diagnose import diagnose
 from ..records import Candidate, EvalConfig, HostEnv, Observations, Problem, Result, Subject
+from ..worker.bytecode import bytecode_dir, start_warming
 from ..worker.parent import RUN_TOKEN_VAR, Placement
 from ..worker.sandbox import SandboxPolicy
 

@@ -87,7 +87,8 @@ class RayPipeline:
         plan = self.plan
         to_build = [c for c in runnable if c.kind.built_ahead]
         self.builds_total = len(to_build)
-        placement = plan.build_placement(len(to_build))
+        # This machine's bytecode dir (worker/bytecode.py) is not the nodes': their workers compile what they import.
+        placement = plan.build_placement(len(to_build)).model_copy(update={"bytecode": None})
         builds = {build_task.remote(plan.problems[c.problem_id], c, plan.config, plan.cache, plan.run_id, placement): c
                   for c in to_build}
         for candidate in to_build:

@@ -24,13 +24,16 @@ import sys
 from pathlib import Path
 
 from .launch import LOAD_PACKAGE
-from .sandbox import PACKAGE_DIR, python_path
+from .sandbox import PACKAGE_DIR, private_dir, python_path
 
 # Whether these carry their own bytecode decides whether the harness keeps any: what every worker
 # imports, and what a reference's meta kernels do.
 PACKAGES = ("torch", "pydantic", "sympy")
-# Started without the site directories (-S), like a worker it imports only from the parent's
-# import path, which it sets before it imports anything of the harness's dependencies.
+# What else the warmer's work depends on: another version of these is warmed again.
+STAMPED = ("triton", "harness.worker.child")  # a Triton candidate's import; what a worker imports
+# It imports only from the parent's import path (which holds the site directories the parent
+# has), set before anything of the harness's dependencies is imported; -S keeps the site
+# directories of its own interpreter out, so nothing else is found by chance.
 WARMER = LOAD_PACKAGE + """
 import json
 sys.path[:] = json.loads(sys.argv[2])
@@ -46,8 +49,11 @@ def bytecode_dir(cache_home: str) -> Path | None:
         return None
     directory = Path(cache_home) / "harness" / "bytecode"
     try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError:  # a cache home this user cannot write: compiled from source, as without one
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(str(directory))  # not a link (Landlock would follow it), ours, written by no one else
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise PermissionError(f"{directory} cannot be written")
+    except OSError:  # compiled from source, as without one
         return None
     return directory
 
@@ -71,10 +77,11 @@ def _has_own_bytecode(package: str) -> bool:
 
 
 def stamp_path(directory: Path) -> Path:
-    """The warmer's mark that it finished for these packages as installed now: another install
-    (an upgrade, another interpreter) is warmed again."""
+    """The warmer's mark that it finished for these packages as installed now, and for what the
+    worker's code imports: another install (an upgrade, another interpreter) or another harness
+    is warmed again."""
     installed = []
-    for name in PACKAGES:
+    for name in (*PACKAGES, *STAMPED):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.origin:
             installed.append((spec.origin, os.stat(spec.origin).st_mtime_ns))
@@ -90,11 +97,14 @@ def start_warming(directory: Path, env: dict[str, str], cpus: list[int] | None) 
     stamp = stamp_path(directory)
     if stamp.exists():
         return None
-    with open(directory / "warmer.log", "wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-I", "-S", "-X", f"pycache_prefix={directory}", "-c", WARMER, PACKAGE_DIR,
-             json.dumps(python_path()), json.dumps(cpus or []), str(stamp)],
-            env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        with open(directory / "warmer.log", "wb") as log:
+            return subprocess.Popen(
+                [sys.executable, "-I", "-S", "-X", f"pycache_prefix={directory}", "-c", WARMER, PACKAGE_DIR,
+                 json.dumps(python_path()), json.dumps(cpus or []), str(stamp)],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError:  # no head start: the workers compile what they import, as without one
+        return None
 
 
 def warm(cpus: list[int], stamp: str) -> None:

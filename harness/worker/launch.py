@@ -51,7 +51,8 @@ def main(spec_path: str, channel: int, buffer: int, feed: int, lifeline: int) ->
     sys.path[:] = rules["python_path"]
     # Bytecode is read from the harness's own where it keeps one (worker/bytecode.py), and never
     # written: the next worker, the reference's included, would run it.
-    sys.pycache_prefix, sys.dont_write_bytecode = rules["pycache_prefix"], True
+    sys.pycache_prefix = rules["pycache_prefix"]
+    sys.dont_write_bytecode = True
     if rules.get("boot_cpus"):
         os.sched_setaffinity(0, rules["boot_cpus"])
     try:

@@ -68,9 +68,10 @@ def test_a_build_may_read_the_precompiled_header_its_cpath_names(tmp_path):
 def test_a_worker_reads_the_harness_bytecode_and_may_not_write_it(tmp_path):
     kept = tmp_path / "bytecode"
     kept.mkdir()
-    worker = rules(tmp_path, sees_gpu=False, bytecode=kept)
-    assert worker.pycache_prefix == str(kept) and str(kept) in worker.read
-    assert not any(str(kept).startswith(path) for path in worker.write)
+    for policy in (FULL, FULL.model_copy(update={"namespaces": False})):  # the second writes its key dir
+        worker = rules(tmp_path, policy=policy, sees_gpu=False, key_dir=tmp_path / "key", bytecode=kept)
+        assert worker.pycache_prefix == str(kept) and str(kept) in worker.read
+        assert not any(str(kept).startswith(path) for path in worker.write)
     assert rules(tmp_path, sees_gpu=False).pycache_prefix is None
 
 
