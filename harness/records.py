@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # The version of one record in results.jsonl (and of the JSON kept per result in the database).
 # The database schema has its own number (store.DATABASE_SCHEMA_VERSION). 2: reference_recalibrated_timing,
-# and a speedup against it when it is set.
-RESULT_SCHEMA_VERSION = 2
+# and a speedup against it when it is set. 3: timing_bound.
+RESULT_SCHEMA_VERSION = 3
 
 Precision = Literal["fp32", "fp16", "bf16"]
 Baseline = Literal["eager", "compile"]
@@ -303,6 +303,17 @@ class Verdict(BaseModel):
     compiler_diagnostics: list[CompilerDiagnostic] = Field(default_factory=list)
 
 
+class TimingBound(BaseModel):
+    """What the harness's clock held a model's reported times to (judge/timer.py, vouched_median):
+    per timed call, what the parent saw beyond the reported time, for the reference's calls just
+    before and for this model's (in the order of `timing.samples_ms`), and the slack allowed. The
+    vouched median can be computed again from these alone."""
+
+    reference_overhead_ms: list[float]
+    overhead_ms: list[float]
+    slack_ms: float
+
+
 class Observations(BaseModel):
     """What evaluating a candidate measured and noticed, whatever the verdict turns out to be."""
 
@@ -318,6 +329,7 @@ class Observations(BaseModel):
     wall_ms_per_call: float | None = None
     reference_wall_ms_per_call: float | None = None
     vouched_median_ms: float | None = None  # the candidate's median as the harness's clock vouches for it
+    timing_bound: TimingBound | None = None
     reference_default_math_timing: TimingStats | None = None
     kernels: list[KernelShare] = Field(default_factory=list)
     custom_kernel_share: float | None = None
@@ -385,6 +397,7 @@ class Result(BaseModel):
     # timings reported from inside the workers.
     wall_ms_per_call: float | None = None
     reference_wall_ms_per_call: float | None = None
+    timing_bound: TimingBound | None = None  # the per-call evidence that bound (judge/timer.py)
     # The reference timed again under PyTorch's default math flags (TF32 in cuDNN convolutions, as
     # PyTorch ships): the speedup a user sees against PyTorch as usually run. The headline
     # `speedup` is against strict fp32, the math the candidate's outputs are held to.

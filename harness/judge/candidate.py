@@ -27,7 +27,7 @@ from .compare import compare_outputs
 from .integrity import fallback_evidence, fingerprint, mutated_inputs, profiled_too_slow
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
 from .reference import Quiet, ReferenceRunner, no_quiet, release_device_cache, surely_faster, worker_job
-from .timer import Timed, Timer, TimingPlan, timing_stats, vouched_median
+from .timer import Timed, Timer, TimingPlan, timing_bound, timing_stats, vouched_median
 
 LOG_TAIL_CHARS = 4000
 TRIAL_SEED_OFFSET = 1000  # trial inputs use seeds apart from the init seed
@@ -272,7 +272,8 @@ class CandidateRun:
         self.observed.wall_ms_per_call = round(statistics.median(measured.wall_ms), 6)
         self.observed.reference_wall_ms_per_call = round(statistics.median(self.reference.timed.wall_ms), 6)
         self.observed.reference_recalibrated_timing = surely_faster(self.reference.timing, recalibration.timing)
-        vouched, disagreement = vouched_median(measured, recalibration.overhead_ms, self.config.device)
+        self.observed.timing_bound = timing_bound(measured, recalibration.overhead_ms, self.config.device)
+        vouched, disagreement = vouched_median(measured.reported_ms, self.observed.timing_bound)
         if disagreement:
             self.observed.note(Flag.timing_disagrees, disagreement)
         self.observed.vouched_median_ms = vouched

@@ -31,7 +31,7 @@ from typing import ContextManager
 
 from pydantic import BaseModel
 
-from ..records import EvalConfig, TimingStats
+from ..records import EvalConfig, TimingBound, TimingStats
 from ..worker.parent import Worker
 from ..worker.protocol import Command, Profile, Reply, TensorRef
 
@@ -211,18 +211,27 @@ def spread_of(samples: list[float]) -> float:
     return statistics.median(abs(x - middle) for x in samples)
 
 
-def vouched_median(timed: Timed, reference_overhead_ms: list[float], device: str) -> tuple[float, str | None]:
-    """The median as far as the parent's clock vouches for it, and why it differs from the
-    reported one when it does materially. Per call: no less than the parent's wall time less the
-    reference's median overhead and a slack (its spread, at least scheduling jitter)."""
-    overhead = statistics.median(reference_overhead_ms) if reference_overhead_ms else 0.0
+def timing_bound(timed: Timed, reference_overhead_ms: list[float], device: str) -> TimingBound:
+    """The bound a model's reported times are held to: the reference's per-call overhead just
+    before, this model's, and the slack (the reference's spread, at least scheduling jitter)."""
     # Jitter seen on the reference's quick calls, and on this model's own calls (a busy machine): a
     # worker that adds jitter of its own to widen the slack pays at least as much in its median.
     slack = max(MIN_SLACK_MS[device], SLACK_SPREADS * spread_of(reference_overhead_ms), spread_of(timed.wall_ms))
-    vouched = statistics.median(max(r, w - overhead - slack) for r, w in zip(timed.reported_ms, timed.wall_ms))
-    reported = statistics.median(timed.reported_ms)
+    return TimingBound(reference_overhead_ms=[round(x, 6) for x in reference_overhead_ms],
+                       overhead_ms=[round(x, 6) for x in timed.overhead_ms], slack_ms=round(slack, 6))
+
+
+def vouched_median(reported_ms: list[float], bound: TimingBound) -> tuple[float, str | None]:
+    """The median as far as the parent's clock vouches for it, and why it differs from the
+    reported one when it does materially. Per call: no less than the parent's wall time less the
+    reference's median overhead and the slack."""
+    overhead = statistics.median(bound.reference_overhead_ms) if bound.reference_overhead_ms else 0.0
+    slack = bound.slack_ms
+    vouched = statistics.median(r + max(0.0, seen - overhead - slack) for r, seen in zip(reported_ms, bound.overhead_ms))
+    reported = statistics.median(reported_ms)
     if vouched <= reported * DISAGREE_FACTOR or vouched - reported <= slack:
         return max(vouched, reported), None
+    wall = statistics.median(r + seen for r, seen in zip(reported_ms, bound.overhead_ms))
     return vouched, (f"the worker reported {reported:.4g} ms per call; the harness's clock saw "
-                     f"{statistics.median(timed.wall_ms):.4g} ms per call, of which {overhead:.3g} ms (±{slack:.2g}) is "
+                     f"{wall:.4g} ms per call, of which {overhead:.3g} ms (±{slack:.2g}) is "
                      f"the harness's own overhead: the speedup uses {vouched:.4g} ms")

@@ -42,6 +42,8 @@ def test_ok_has_speedup_timings_and_error_sizes(verdicts):
     assert ok["speedup"] > 0 and ok["trials_passed"] == 5
     assert ok["timing"]["n"] == 3 and len(ok["timing"]["samples_ms"]) == 3
     assert ok["reference_timing"]["median_ms"] > 0 and ok["max_abs_err"] == 0.0
+    bound = ok["timing_bound"]  # the evidence the speedup's time is held to, one entry per timed call
+    assert len(bound["overhead_ms"]) == 3 and bound["reference_overhead_ms"] and bound["slack_ms"] >= 1.0
 
 
 def test_an_evaluation_says_where_its_time_went(verdicts):

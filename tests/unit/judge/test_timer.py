@@ -4,8 +4,9 @@ which calls are checked and profiled, and how far a worker's reported times are 
 import random
 import statistics
 
-from harness.judge.timer import (Timed, TimingPlan, Timer, converged, median_interval, timing_stats,
+from harness.judge.timer import (Timed, TimingPlan, Timer, converged, median_interval, timing_bound, timing_stats,
                                  vouched_median)
+from harness.records import TimingBound
 from harness.worker.protocol import Reply, TensorRef
 
 
@@ -103,12 +104,27 @@ def test_a_check_that_objects_stops_the_timing():
     assert objection == "wrong" and len(timed.reported_ms) < 40
 
 
+def vouched(timed: Timed, reference_overhead_ms: list[float]) -> tuple[float, str | None]:
+    return vouched_median(timed.reported_ms, timing_bound(timed, reference_overhead_ms, "cpu"))
+
+
 def test_reported_times_are_believed_as_far_as_the_parents_clock_allows():
     honest = Timed(reported_ms=[5.0] * 9, wall_ms=[5.6] * 9)
-    assert vouched_median(honest, [0.6, 0.62, 0.58], "cpu") == (5.0, None)
+    assert vouched(honest, [0.6, 0.62, 0.58]) == (5.0, None)
     forged = Timed(reported_ms=[0.001] * 9, wall_ms=[5.6] * 9)
-    vouched, why = vouched_median(forged, [0.6, 0.62, 0.58], "cpu")
-    assert 3.9 < vouched < 5.1 and "the speedup uses" in why
+    median, why = vouched(forged, [0.6, 0.62, 0.58])
+    assert 3.9 < median < 5.1 and "the speedup uses" in why and "saw 5.6 ms per call" in why
     noisy = Timed(reported_ms=[0.05] * 9, wall_ms=[0.65 + 0.3 * (i % 2) for i in range(9)])
-    assert vouched_median(noisy, [0.6] * 5, "cpu")[1] is None  # within the clock's slack: no flag
+    assert vouched(noisy, [0.6] * 5)[1] is None  # within the clock's slack: no flag
     assert statistics.median(noisy.overhead_ms) > 0
+
+
+def test_the_bound_is_kept_as_evidence_that_gives_the_same_median_again():
+    """Each call's overhead in call order, the reference's, and the slack: enough to check a flag
+    (or its absence) from the stored result alone."""
+    forged = Timed(reported_ms=[0.001, 0.002, 0.001], wall_ms=[5.6, 5.7, 5.5])
+    bound = timing_bound(forged, [0.6, 0.62, 0.58], "cpu")
+    assert bound.overhead_ms == [5.599, 5.698, 5.499] and bound.reference_overhead_ms == [0.6, 0.62, 0.58]
+    assert bound.slack_ms == 1.0  # the CPU's least slack, above four deviations of the reference's
+    stored = TimingBound.model_validate_json(bound.model_dump_json())
+    assert vouched_median(forged.reported_ms, stored) == vouched(forged, [0.6, 0.62, 0.58])
