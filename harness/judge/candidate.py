@@ -20,7 +20,7 @@ import torch
 
 from ..builds.cache import BuildOutcome, key_lock
 from ..records import (Candidate, CandidateKind, EvalConfig, Flag, Observations, Phase, Problem, Result, Status, Subject, Verdict)
-from ..worker.parent import Placement, Worker, WorkerStopped
+from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped
 from ..worker.protocol import Command, ParamDigest, Reply
 from . import verdicts
 from .compare import compare_outputs
@@ -75,10 +75,11 @@ class CandidateRun:
 
     def __init__(self, problem: Problem, candidate: Candidate, config: EvalConfig, key_dir: Path,
                  reference: ReferenceRunner, run_id: str, placement: Placement = Placement(),
-                 build: BuildOutcome | None = None, worker: Worker | None = None, quiet: Quiet = no_quiet):
-        """`worker`: one booted ahead (a lane's spare), or None to boot one."""
+                 build: BuildOutcome | None = None, worker: Worker | None = None, quiet: Quiet = no_quiet,
+                 pace: Pace = REAL_TIME):
+        """`worker`: one booted ahead (a lane's spare), or None to boot one (paced by `pace`)."""
         self.problem, self.candidate, self.config, self.reference = problem, candidate, config, reference
-        self.key_dir, self.placement, self.worker, self.quiet = key_dir, placement, worker, quiet
+        self.key_dir, self.placement, self.worker, self.quiet, self.pace = key_dir, placement, worker, quiet, pace
         self.rng = random.SystemRandom()  # the seeds, and which calls are checked and profiled: never predictable
         self.subject = Subject.of(run_id, candidate, problem)
         self.observed = Observations(reference_timing=reference.timing, gpu=placement.gpu,
@@ -126,7 +127,7 @@ class CandidateRun:
         to date) under the key's lock, so no other run builds in that dir meanwhile."""
         with key_lock(self.key_dir):
             worker = self.worker or Worker(self.placement, role="candidate", device=self.config.device,
-                                           timeout_s=self.config.timeout_s, key_dir=self.key_dir)
+                                           timeout_s=self.config.timeout_s, key_dir=self.key_dir, pace=self.pace)
             worker.start(worker_job("candidate", self.problem, self.config), self.candidate.code, self.problem.source,
                          self.key_dir)
             try:

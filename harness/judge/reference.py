@@ -15,7 +15,7 @@ from typing import ContextManager
 import torch
 
 from ..records import EvalConfig, Problem, TimingStats
-from ..worker.parent import Placement, Worker, WorkerStopped
+from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped
 from ..worker.protocol import Command, HardwareFloor, ParamDigest, Peaks, Profile, Reply, TensorRef, WorkerJob
 from .degenerate import degenerate_flags
 from .timer import Feed, Timed, Timer, TimingPlan, timing_stats
@@ -108,12 +108,13 @@ class ReferenceRunner:
     """The problem's reference worker: loaded once, timed once, asked for expected outputs."""
 
     def __init__(self, problem: Problem, config: EvalConfig, key_dir: Path, placement: Placement = Placement(),
-                 shrink: bool = False, peaks: Peaks | None = None, worker: Worker | None = None, quiet: Quiet = no_quiet):
-        """`worker`: one booted ahead (a lane's spare), or None to boot one."""
+                 shrink: bool = False, peaks: Peaks | None = None, worker: Worker | None = None, quiet: Quiet = no_quiet,
+                 pace: Pace = REAL_TIME):
+        """`worker`: one booted ahead (a lane's spare), or None to boot one (paced by `pace`)."""
         self.problem, self.config, self.quiet = problem, config, quiet
         self.rng = random.SystemRandom()
         self.worker = worker or Worker(placement, role="reference", device=config.device, timeout_s=config.timeout_s,
-                                       key_dir=key_dir)
+                                       key_dir=key_dir, pace=pace)
         job = worker_job("reference", problem, config, peaks).model_copy(update={"shrink": shrink})
         self.worker.start(job, None, problem.source, key_dir)
         self.params: list[ParamDigest] = []

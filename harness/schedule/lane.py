@@ -90,7 +90,7 @@ class Lane:
             verdict = verdicts.reference_failed(self.reference_failures[problem.id])
             return verdicts.result(subject, verdict, Observations(gpu=self.placement.gpu))
         run = CandidateRun(problem, candidate, self.config, self.cache.key_dir(candidate.code_hash), self.reference,
-                           self.run_id, self.placement, outcome, self._worker(), self.quiet)
+                           self.run_id, self.placement, outcome, self._worker(), self.quiet, self.pace)
         try:
             with running():
                 return run.run()
@@ -116,7 +116,7 @@ class Lane:
     def _started_reference(self, problem: Problem) -> ReferenceRunner | None:
         """The problem's reference, started; None when it failed (recorded in reference_failures)."""
         reference = ReferenceRunner(problem, self.config, self.cache.key_dir(problem.source_hash), self.placement,
-                                    peaks=self.peaks, worker=self._worker(), quiet=self.quiet)
+                                    peaks=self.peaks, worker=self._worker(), quiet=self.quiet, pace=self.pace)
         try:
             reference.start()
         except ReferenceFailed as failed:

@@ -181,10 +181,10 @@ class Pipeline:
         self._stopping.set()
         if self._ready is not None:
             self._ready.stop()
+        self.gate.close()  # no worker starts from now on: the kill below finds them all
         stop_run(self.plan.token)
         self.join()
-        stop_run(self.plan.token)  # workers the threads started while the first one looked
-        remove_run_scratch(self.plan.token)  # and what the threads did not get to close
+        remove_run_scratch(self.plan.token)  # what the threads did not get to close
         if self._warmer is not None:  # still at work: the next run warms again
             self._warmer.kill()
             self._warmer.wait()

@@ -9,6 +9,9 @@ stopped).
 
 A frozen worker's deadline should not run meanwhile: `clock()` is the monotonic clock less the
 time spent quiet, which workers use for their deadlines.
+
+The gate also makes a run's stop final, on a GPU run too: once it is closed no worker starts (a
+start under way finishes first), so the kill that follows finds every process the run has.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ import time
 from collections.abc import Iterator
 
 from ..worker import processes
-from ..worker.parent import RUN_TOKEN_VAR, Pace
+from ..worker.parent import RUN_TOKEN_VAR, Pace, RunStopped
 
 
 class QuietGate(Pace):
-    """Freezes a run's other workers around timing windows (CPU runs); a no-op when not `active`."""
+    """Freezes a run's other workers around timing windows (CPU runs; windows are a no-op when not
+    `active`), and refuses starts once closed."""
 
     def __init__(self, token: str, active: bool):
         self.marker = f"{RUN_TOKEN_VAR}={token}".encode()
@@ -32,21 +36,29 @@ class QuietGate(Pace):
         self._state = threading.Condition()
         self._windows: list[int] = []  # the threads with a timing window open
         self._starting = 0  # workers being started
+        self._closed = False
         self._quiet_s = 0.0
 
     def clock(self) -> float:
         with self._state:
             return time.monotonic() - self._quiet_s
 
+    def close(self) -> None:
+        """No worker starts from now on; returns once the starts under way are done."""
+        with self._state:
+            self._closed = True
+            self._state.notify_all()  # a start waiting for a window to close gives up instead
+            self._state.wait_for(lambda: not self._starting)
+
     @contextlib.contextmanager
     def launching(self) -> Iterator[None]:
-        """Held while a worker process is started: not while another thread's window is open."""
-        if not self.active:
-            yield
-            return
+        """Held while a worker process is started: not while another thread's window is open, and
+        not once the gate is closed (RunStopped)."""
         me = threading.get_ident()
         with self._state:
-            self._state.wait_for(lambda: all(thread == me for thread in self._windows))
+            self._state.wait_for(lambda: self._closed or all(thread == me for thread in self._windows))
+            if self._closed:
+                raise RunStopped("the run is stopping: no worker starts")
             self._starting += 1
         try:
             yield

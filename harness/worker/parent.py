@@ -97,6 +97,10 @@ class WorkerStopped(Exception):
         self.stop = stop
 
 
+class RunStopped(Exception):
+    """A worker was to start after its run began to stop (schedule/quiet.py): not started."""
+
+
 class ConfinementFailed(Exception):
     """A worker could not be confined as the run's sandbox policy says: a harness error, never a
     candidate's verdict."""

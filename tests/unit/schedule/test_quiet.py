@@ -11,7 +11,7 @@ import pytest
 
 from harness.schedule.quiet import QuietGate
 from harness.worker import processes
-from harness.worker.parent import RUN_TOKEN_VAR
+from harness.worker.parent import RUN_TOKEN_VAR, RunStopped
 
 # Forks a sleeping child every few milliseconds (at most 300): a tree that grows while it is frozen.
 FORKER = """
@@ -92,3 +92,49 @@ def test_the_quiet_time_does_not_count_on_the_workers_clock(gate):
     with gate.quiet([]):
         time.sleep(0.3)
     assert gate.clock() - before < 0.1
+
+
+@pytest.mark.parametrize("active", [True, False])
+def test_once_closed_no_worker_starts_and_a_start_under_way_finishes_first(active):
+    """A run's stop closes the gate before it kills: what it kills is then everything the run has
+    (on a GPU run, whose gate freezes nothing, too)."""
+    gate = QuietGate(f"test-{os.getpid()}-{time.monotonic_ns()}", active=active)
+    starting, release, closed = threading.Event(), threading.Event(), threading.Event()
+
+    def start():
+        with gate.launching():
+            starting.set()
+            release.wait(5)
+
+    starter = threading.Thread(target=start)
+    starter.start()
+    assert starting.wait(5)
+    closer = threading.Thread(target=lambda: (gate.close(), closed.set()))
+    closer.start()
+    assert not closed.wait(0.3)  # the start under way is waited for
+    release.set()
+    assert closed.wait(5)
+    with pytest.raises(RunStopped):
+        with gate.launching():
+            pass
+    starter.join()
+    closer.join()
+
+
+def test_a_start_waiting_for_another_threads_window_gives_up_when_the_gate_closes(gate):
+    refused = threading.Event()
+
+    def start():
+        try:
+            with gate.launching():
+                pass
+        except RunStopped:
+            refused.set()
+
+    with gate.quiet([]):
+        starter = threading.Thread(target=start)
+        starter.start()
+        time.sleep(0.1)
+        gate.close()
+        assert refused.wait(5)
+    starter.join()
