@@ -67,8 +67,12 @@ class Lane:
         if not self.spare_count:
             return None
         worker = self.spares.popleft() if self.spares else self._boot()
-        while len(self.spares) < self.spare_count:
-            self.spares.append(self._boot())
+        try:
+            while len(self.spares) < self.spare_count:
+                self.spares.append(self._boot())
+        except BaseException:  # a boot refused (a stopping run) or failed: the lane's exit closes this one too
+            self.spares.appendleft(worker)
+            raise
         return worker
 
     def _drop_reference(self) -> None:

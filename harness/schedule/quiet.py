@@ -26,6 +26,9 @@ from ..worker import processes
 from ..worker.parent import RUN_TOKEN_VAR, Pace, RunStopped
 
 
+CLOSE_WAIT_S = 10.0
+
+
 class QuietGate(Pace):
     """Freezes a run's other workers around timing windows (CPU runs; windows are a no-op when not
     `active`), and refuses starts once closed."""
@@ -44,11 +47,12 @@ class QuietGate(Pace):
             return time.monotonic() - self._quiet_s
 
     def close(self) -> None:
-        """No worker starts from now on; returns once the starts under way are done."""
+        """No worker starts from now on; returns once the starts under way are done (a spawn takes
+        milliseconds: CLOSE_WAIT_S at most, should one never say it is done)."""
         with self._state:
             self._closed = True
             self._state.notify_all()  # a start waiting for a window to close gives up instead
-            self._state.wait_for(lambda: not self._starting)
+            self._state.wait_for(lambda: not self._starting, timeout=CLOSE_WAIT_S)
 
     @contextlib.contextmanager
     def launching(self) -> Iterator[None]:

@@ -76,7 +76,7 @@ def main(spec_path: str, channel: int, buffer: int, feed: int, lifeline: int) ->
     if orphaned:  # nothing of the run outlives it; a parent that closes a worker kills this launcher first
         if not rules["pid_namespace"]:  # in one, the worker's processes died with it
             _reap_all()
-        _remove_scratch(rules["scratch"], rules["run_dir"])
+        processes.remove_scratch(rules["scratch"], rules["run_dir"])
     return _exit_as(status)
 
 
@@ -93,16 +93,6 @@ def _reap_all(within_s: float = 10.0) -> None:
         if not pid:
             processes.kill_descendants(os.getpid())
             time.sleep(0.05)
-
-
-def _remove_scratch(scratch: str, run_dir: str) -> None:
-    """Remove the scratch dir, and the run's dir once that is empty (the last of its workers)."""
-    processes.remove_tree(scratch)
-    if run_dir:
-        try:
-            os.rmdir(run_dir)
-        except OSError:
-            pass
 
 
 def _refused(exc: OSError) -> int:

@@ -311,8 +311,11 @@ class Worker:
                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.scratch,
                     env=self._env(), start_new_session=True,
                 )
-        except BaseException:
+        except BaseException:  # not started (a stopping run refused it, or the spawn failed): nothing of it is kept
             os.close(self._lifeline)
+            for opened in (parent_sock, self.log, self.buffer, self._feed):
+                opened.close()
+            processes.remove_scratch(str(self.scratch), run_dir)
             raise
         finally:
             child_sock.close()

@@ -167,6 +167,16 @@ def remove_tree(path: Path | str) -> None:
             return
 
 
+def remove_scratch(scratch: str, run_dir: str) -> None:
+    """Remove the scratch dir, and the run's dir once that is empty (the last of its workers)."""
+    remove_tree(scratch)
+    if run_dir:
+        try:
+            os.rmdir(run_dir)
+        except OSError:
+            pass
+
+
 def copy_tree(source: Path, target: Path, max_depth: int, max_files: int, skip: tuple[str, ...]) -> None:
     """Copy the regular files and directories of a tree a dead worker wrote into `target`, with
     their times (ninja's up-to-date checks) but not their directory modes: no link (at any level,

@@ -111,14 +111,23 @@ def test_once_closed_no_worker_starts_and_a_start_under_way_finishes_first(activ
     assert starting.wait(5)
     closer = threading.Thread(target=lambda: (gate.close(), closed.set()))
     closer.start()
-    assert not closed.wait(0.3)  # the start under way is waited for
+    while refused_now(gate) is False:  # until the closer has closed it
+        time.sleep(0.01)
+    time.sleep(0.1)
+    assert not closed.is_set()  # closed, and still waiting for the start under way
     release.set()
     assert closed.wait(5)
-    with pytest.raises(RunStopped):
-        with gate.launching():
-            pass
+    assert refused_now(gate)
     starter.join()
     closer.join()
+
+
+def refused_now(gate: QuietGate) -> bool:
+    try:
+        with gate.launching():
+            return False
+    except RunStopped:
+        return True
 
 
 def test_a_start_waiting_for_another_threads_window_gives_up_when_the_gate_closes(gate):
@@ -134,7 +143,23 @@ def test_a_start_waiting_for_another_threads_window_gives_up_when_the_gate_close
     with gate.quiet([]):
         starter = threading.Thread(target=start)
         starter.start()
-        time.sleep(0.1)
+        time.sleep(0.3)  # waiting for the window by now
+        assert not refused.is_set()
         gate.close()
         assert refused.wait(5)
     starter.join()
+
+
+def test_a_worker_refused_by_a_closed_gate_keeps_nothing():
+    """A stopping run's threads may still try to start workers: each is refused before it exists,
+    and leaves no scratch dir (nor the run's) and no open file behind."""
+    from harness.worker.parent import Placement, Worker, run_scratch
+
+    token = f"test-{os.getpid()}-{time.monotonic_ns()}"
+    gate = QuietGate(token, active=False)
+    gate.close()
+    open_before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(RunStopped):
+        Worker(Placement(env={RUN_TOKEN_VAR: token}), role="worker", device="cpu", timeout_s=5, pace=gate)
+    assert not run_scratch(token).exists()
+    assert len(os.listdir("/proc/self/fd")) == open_before
