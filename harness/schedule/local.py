@@ -290,8 +290,8 @@ class Pipeline:
     def _lane(self, lane: int) -> None:
         plan = self.plan
         placement = plan.lane_placement(lane)
-        if placement.cpus:  # this thread's clock bounds the timings: keep it off the busy build cores
-            os.sched_setaffinity(0, placement.cpus)
+        if driver := plan.resources.driver_cpus(lane):  # this thread's clock bounds the timings: off the build cores
+            os.sched_setaffinity(0, driver)
         with Lane(plan.config, plan.run_id, placement, plan.cache, self._reference_failures,
                   self.gate.quiet, plan.resources.build_cpus, self.gate, plan.resources.spares) as judge:
             while (item := self._next(lane, judge)) is not None:

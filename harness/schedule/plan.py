@@ -23,7 +23,14 @@ from ..worker.bytecode import bytecode_dir, start_warming
 from ..worker.parent import RUN_TOKEN_VAR, Placement
 from ..worker.sandbox import SandboxPolicy
 
-MAX_LANE_CPUS = 4  # a lane's worker: the Python driving the GPU, plus input generation
+# A lane's cores: one for its workers (the reference's and the candidate's, which take turns), where
+# every timed call runs, and one for the parent's thread that drives them. One core for both
+# workers, always the same: on an H100 VM a 0.15 ms kernel timed by processes pinned to different
+# cores differed by up to 3%, by two processes on one core by 0.3%, by unpinned ones taking turns
+# by 5%; and the per-call overhead the timing bound takes from the reference is then measured on
+# the core the candidate runs on. The price: a GPU worker's own CPU work (inputs a problem makes on
+# the CPU, compiling a --compile-baseline reference) has one core.
+LANE_CPUS = 2
 # Workers a lane boots ahead. A boot takes 11.5 s on an H100 host (6.3 s of it the profiler's CUPTI
 # set-up), and candidates that fail at load use a worker a second: 3 ran dry there.
 MAX_SPARES = 6
@@ -47,8 +54,16 @@ class Resources(BaseModel):
     gpus: list[int]  # torch's indices in this process; empty on a CPU run
     jobs: int
     build_cpus: list[int] | None = None  # None: not pinned
-    lane_cpus: list[list[int]] | None = None
+    lane_cpus: list[list[int]] | None = None  # per lane: its workers' core, then its driving thread's
     spares: int = 1  # per lane
+
+    def worker_cpus(self, lane: int) -> list[int] | None:
+        """The one core a lane's workers run on (None: not pinned)."""
+        return self.lane_cpus[lane][:1] if self.lane_cpus else None
+
+    def driver_cpus(self, lane: int) -> list[int] | None:
+        """Where the parent's thread driving the lane runs: off its workers' core where there is another."""
+        return (self.lane_cpus[lane][1:] or self.lane_cpus[lane]) if self.lane_cpus else None
 
 
 def visible_gpu(index: int, cuda_visible_devices: str | None) -> str:
@@ -69,7 +84,7 @@ def _plan_resources(device: str, gpus: list[int] | None, jobs: int | None) -> Re
     if device == "cpu":
         return Resources(gpus=[], jobs=jobs or len(cpus))  # one spare: they boot on the very cores timed
     gpus = list(range(torch.cuda.device_count())) if gpus is None else gpus
-    per_lane = max(1, min(MAX_LANE_CPUS, len(cpus) // (2 * len(gpus))))
+    per_lane = max(1, min(LANE_CPUS, len(cpus) // (2 * len(gpus))))
     spare = len(cpus) - per_lane * len(gpus)
     if spare < 1:  # too few cores to keep any apart
         return Resources(gpus=gpus, jobs=jobs or len(cpus))
@@ -147,9 +162,8 @@ class RunPlan:
         if not self.resources.gpus:
             return Placement(env=env, sandbox=self.sandbox, bytecode=self.bytecode)
         env["CUDA_VISIBLE_DEVICES"] = visible_gpu(self.resources.gpus[lane], self.host.cuda_visible_devices)
-        cpus = self.resources.lane_cpus[lane] if self.resources.lane_cpus else None
-        return Placement(gpu=self.resources.gpus[lane], env=env, cpus=cpus, sandbox=self.sandbox,
-                         bytecode=self.bytecode)
+        return Placement(gpu=self.resources.gpus[lane], env=env, cpus=self.resources.worker_cpus(lane),
+                         sandbox=self.sandbox, bytecode=self.bytecode)
 
     def split(self, candidates: Iterable[Candidate]) -> tuple[list[Result], list[Candidate]]:
         """The verdicts that need no worker (diagnosed), and the rest in problem order."""

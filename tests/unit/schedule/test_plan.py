@@ -15,12 +15,27 @@ def test_cpu_run_uses_every_core_for_builds_and_pins_nothing(monkeypatch):
 def test_gpu_run_keeps_cores_apart_for_each_lane(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
     one = plan_resources("cuda", [0], None)
-    assert one.lane_cpus == [[12, 13, 14, 15]] and one.build_cpus == list(range(12)) and one.jobs == 12
+    assert one.lane_cpus == [[14, 15]] and one.build_cpus == list(range(14)) and one.jobs == 14
     assert one.spares == 6  # booting on the build cores, two cores each
     two = plan_resources("cuda", [0, 2], 3)
     assert two.gpus == [0, 2] and two.jobs == 3
-    assert two.lane_cpus == [[8, 9, 10, 11], [12, 13, 14, 15]] and two.build_cpus == list(range(8))
-    assert two.spares == 2
+    assert two.lane_cpus == [[12, 13], [14, 15]] and two.build_cpus == list(range(12))
+    assert two.spares == 3
+
+
+def test_a_lanes_workers_time_on_one_core_and_its_driving_thread_keeps_off_it(monkeypatch):
+    """The reference and the candidate take turns on the same core, so the per-call overhead the
+    timing bound takes from one and holds the other to is measured where the other runs."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    two = plan_resources("cuda", [0, 1], None)
+    assert [two.worker_cpus(lane) for lane in (0, 1)] == [[12], [14]]
+    assert [two.driver_cpus(lane) for lane in (0, 1)] == [[13], [15]]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    squeezed = plan_resources("cuda", [0], None)  # one core to spare for the lane: shared by both
+    assert squeezed.worker_cpus(0) == squeezed.driver_cpus(0) == [2]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    unpinned = plan_resources("cuda", [0, 1], None)
+    assert unpinned.worker_cpus(0) is None and unpinned.driver_cpus(0) is None
 
 
 def test_too_few_cores_to_keep_apart_means_no_pinning(monkeypatch):
