@@ -82,7 +82,7 @@ class TensorRef(BaseModel):
 
 
 class Command(BaseModel):
-    op: Literal["boot", "job", "trial", "inputs", "warmup", "timed", "floor", "math", "exit"]
+    op: Literal["boot", "job", "trial", "inputs", "warmup", "timed", "settle", "floor", "math", "exit"]
     job: WorkerJob | None = None  # job: what to load
     # boot (before the job, no reply): import what loading a reference needs while booting
     seed: int = 0  # trial, inputs, timed, floor: the inputs are the problem's get_inputs() after this seed
@@ -91,6 +91,7 @@ class Command(BaseModel):
     sizes: dict[str, int] | None = None  # trial: other values for the problem's input-size constants
     profile: bool = False  # timed: run this call under the profiler
     default_math: bool = False  # math (reference only): PyTorch's default math flags instead of strict fp32
+    # settle: no fields; on a GPU, one tiny kernel run to completion (see judge/timer.py)
 
 
 # What a worker may say about an exception (it truncates to these; more breaks the protocol).
@@ -170,7 +171,7 @@ class Reply(BaseModel):
 REPLY = TypeAdapter(Reply)
 # What a successful reply to each command must carry; anything else is a broken (or forged) message.
 REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs"), "inputs": (), "warmup": (),
-                   "timed": ("elapsed_ms", "outputs"), "floor": ("floor",), "math": ()}
+                   "timed": ("elapsed_ms", "outputs"), "settle": (), "floor": ("floor",), "math": ()}
 
 
 def fits(command: Command, reply: Reply) -> bool:

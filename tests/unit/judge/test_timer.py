@@ -99,6 +99,21 @@ def test_the_checked_calls_are_chosen_by_the_parent_after_each_reply():
     assert 8 <= len(checked) <= 32  # about half of the first twenty, a fifth after
 
 
+def test_each_checked_call_and_only_those_is_followed_by_a_settle_before_the_next_timed_call():
+    """The parent's copy of a checked output runs in its own CUDA context; the worker takes the
+    GPU back outside any timed call, so the overhead the bound holds it to is the reference's."""
+    worker, checked = FakeWorker(), []
+    Timer(worker, plan(fixed=40), random.Random(3)).run(check=lambda seed, reply: checked.append(seed), profiled=0)
+    ops = [c.op for c in worker.commands]
+    timed_seeds = [c.seed for c in worker.commands if c.op == "timed"]
+    assert ops.count("settle") == len(checked) > 0 and ops[0] == "timed"
+    for index, op in enumerate(ops):
+        if op == "settle":  # right after the call it checked
+            assert ops[index - 1] == "timed" and worker.commands[index - 1].seed in checked
+    unchecked_then_timed = [a.seed for a, b in zip(worker.commands, worker.commands[1:]) if a.op == b.op == "timed"]
+    assert not set(unchecked_then_timed) & set(checked) and len(timed_seeds) == 40
+
+
 def test_a_check_that_objects_stops_the_timing():
     timed, objection = Timer(FakeWorker(), plan(fixed=40), random.Random(4)).run(check=lambda seed, reply: "wrong")
     assert objection == "wrong" and len(timed.reported_ms) < 40
