@@ -9,7 +9,7 @@ within ±1%, or the model's time budget is spent, never before `min_trials` nor 
 call, so the timed calls follow one another without the reference's work in between. After a
 checked call the worker is told to `settle` (on a GPU: a tiny kernel of its own) before its next
 timed call: the copy ran in the parent's CUDA context, and switching back to the worker's cost its
-next call 0.2 ms on an H100 (0.51 against 0.32 ms of overhead for a 8 MB relu), outside the
+next call 0.2 ms on an H100 (0.51 against 0.32 ms of overhead for an 8 MB relu), outside the
 reported time but inside the parent's clock, where the reference's overhead calls, never checked,
 do not pay it; honest sub-millisecond kernels were flagged `timing_disagrees` for it. The worker
 learns that a call was checked only once its outputs are copied.
