@@ -36,7 +36,7 @@ from . import cuda_ipc, processes
 from .confine import CONFINE_FAILED
 from .launch import BOOTSTRAP
 from .protocol import (ALLOWED_DTYPES, REPLY, Command, CommitBuffer, Reply, TensorRef, WorkerJob, aligned, fits,
-                       send_model, tensor_at)
+                       says_why, send_model, tensor_at)
 from .sandbox import EXTENSIONS, PACKAGE_DIR, SandboxPolicy, confinement, default_limits, private_dir
 
 RUN_TOKEN_VAR = "HARNESS_RUN_TOKEN"  # set by a run on all its launchers (see schedule/plan.py)
@@ -451,9 +451,12 @@ class Worker:
     def reply(self, phase: str, timeout_s: float | None = None) -> Reply:
         raw = self._recv(phase, timeout_s)
         try:
-            return REPLY.validate_json(raw)
+            reply = REPLY.validate_json(raw)
         except ValueError:
             raise self._stopped(StopReason.broke_protocol, f"worker sent a malformed message during {phase}") from None
+        if not says_why(reply):
+            raise self._stopped(StopReason.broke_protocol, f"worker said it failed without saying how during {phase}")
+        return reply
 
     def request(self, command: Command, phase: str) -> Reply:
         self.send(command, phase)

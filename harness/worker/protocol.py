@@ -178,6 +178,12 @@ def fits(command: Command, reply: Reply) -> bool:
     return not reply.ok or all(getattr(reply, field) is not None for field in REQUIRED_FIELDS[command.op])
 
 
+def says_why(reply: Reply) -> bool:
+    """A failed reply must say what failed (an exception, or why its outputs were refused); a
+    bare `{"ok": false}`, which a candidate can write into the channel, is a broken message."""
+    return reply.ok or reply.failure is not None or bool(reply.rejected)
+
+
 def send_model(conn: Connection, message: BaseModel) -> None:
     conn.send_bytes(message.model_dump_json().encode())
 

@@ -25,6 +25,7 @@ EXPECTED = {
     "tiny_relu/honest_twin.py": ("ok", None),
     "tiny_relu/forged_timing.py": ("ok", "timing_disagrees"),
     "tiny_relu/forged_channel.py": ("crash", None),
+    "tiny_relu/silent_failure.py": ("crash", None),  # a bare {"ok": false}: a broken message, not a harness error
     "tiny_relu/snoop.py": ("mismatch", None),
     # timing: what the worker could once predict, choose or fake
     "tiny_relu/lazy_fixup.py": ("rejected", "inconsistent_when_timed"),
