@@ -1,18 +1,19 @@
 """The timing phase, driven by the parent: one `timed` command per call, each on inputs made from a
-seed the worker learns only with that call. The parent decides, in secret and after each call's
-outputs are described, which calls it verifies (the reference computes the same seed, the
-outputs are compared in place while the worker waits) and which it profiles; it times every
-call with its own clock too. Timing is adaptive: it stops when the median's 95% interval is
+seed the worker learns only with that call. The parent decides in secret which calls it verifies
+(each after that call's outputs are described; the reference computes the same seed) and which
+it profiles (a profiled call says so only as it arrives); it times every call with its own clock
+too. Timing is adaptive: it stops when the median's 95% interval is
 within ±1%, or the model's time budget is spent, never before `min_trials` nor after
 `max_trials` (a fixed count with --trials N). A checked call's outputs are copied out at once
 (the worker cannot change them afterwards) and compared with the reference's after the last
-call, so the timed calls follow one another without the reference's work in between. After a
-checked call the worker is told to `settle` (on a GPU: a tiny kernel of its own) before its next
+call, so the timed calls follow one another without the reference's work in between. On a GPU,
+after a checked call the worker is told to `settle` (run a tiny kernel of its own) before its next
 timed call: the copy ran in the parent's CUDA context, and switching back to the worker's cost its
 next call 0.2 ms on an H100 (0.51 against 0.32 ms of overhead for an 8 MB relu), outside the
 reported time but inside the parent's clock, where the reference's overhead calls, never checked,
 do not pay it; honest sub-millisecond kernels were flagged `timing_disagrees` for it. The worker
-learns that a call was checked only once its outputs are copied.
+learns that a call was checked only once its outputs are copied (or compared, past the memory
+budget).
 
 What a worker reports is only believed as far as the parent's clock allows: a call cannot take
 less than the parent saw it take, less the per-call overhead measured on the reference worker
@@ -117,8 +118,8 @@ def timing_stats(samples_ms: list[float], clock: str, stopped: str | None = None
 
 class Timer:
     """Drives one worker's timing phase. `check(seed, reply)` is asked about the calls chosen for
-    verification (it returns a reason to stop, or None); nothing of the choice reaches the worker
-    before the call's outputs are described."""
+    verification (it returns a reason to stop, or None, once it has copied or compared the call's
+    outputs); nothing of the choice reaches the worker before that."""
 
     def __init__(self, worker: Worker, plan: TimingPlan, rng: random.Random, phase: str = "timing",
                  quiet: Callable[[], ContextManager] = contextlib.nullcontext, feed: Feed | None = None):
@@ -155,9 +156,13 @@ class Timer:
             objection = check(seed, reply) if verify else None
             if objection is not None:
                 return timed, objection
-            if verify and not (settled := self.worker.request(Command(op="settle"), self.phase)).ok:
+            if verify and self.plan.device == "cuda" and not (settled := self._settle()).ok:
                 return timed, settled
         return timed, None
+
+    def _settle(self) -> Reply:
+        """The worker takes the GPU back from the parent's copy of a checked output (see above)."""
+        return self.worker.request(Command(op="settle"), self.phase)
 
     def profile_more(self, timed: Timed, count: int) -> Reply | None:
         """`count` more profiled calls into `timed` (a second look, when the first ones were slow);

@@ -103,7 +103,8 @@ def test_each_checked_call_and_only_those_is_followed_by_a_settle_before_the_nex
     """The parent's copy of a checked output runs in its own CUDA context; the worker takes the
     GPU back outside any timed call, so the overhead the bound holds it to is the reference's."""
     worker, checked = FakeWorker(), []
-    Timer(worker, plan(fixed=40), random.Random(3)).run(check=lambda seed, reply: checked.append(seed), profiled=0)
+    Timer(worker, plan(fixed=40, device="cuda"), random.Random(3)).run(check=lambda seed, reply: checked.append(seed),
+                                                                       profiled=0)
     ops = [c.op for c in worker.commands]
     timed_seeds = [c.seed for c in worker.commands if c.op == "timed"]
     assert ops.count("settle") == len(checked) > 0 and ops[0] == "timed"
@@ -112,6 +113,22 @@ def test_each_checked_call_and_only_those_is_followed_by_a_settle_before_the_nex
             assert ops[index - 1] == "timed" and worker.commands[index - 1].seed in checked
     unchecked_then_timed = [a.seed for a, b in zip(worker.commands, worker.commands[1:]) if a.op == b.op == "timed"]
     assert not set(unchecked_then_timed) & set(checked) and len(timed_seeds) == 40
+    on_cpu = FakeWorker()  # no CUDA contexts to switch between: nothing to settle
+    Timer(on_cpu, plan(fixed=40), random.Random(3)).run(check=lambda seed, reply: None, profiled=0)
+    assert {c.op for c in on_cpu.commands} == {"timed"}
+
+
+def test_a_settle_that_fails_ends_the_timing_with_its_reply():
+    class FailsToSettle(FakeWorker):
+        def request(self, command, phase):
+            self.commands.append(command)
+            if command.op == "settle":
+                return Reply(ok=False, rejected="no")
+            return Reply(ok=True, elapsed_ms=self.elapsed_ms, outputs=[])
+
+    timed, failed = Timer(FailsToSettle(), plan(fixed=40, device="cuda"), random.Random(3)).run(
+        check=lambda seed, reply: None, profiled=0)
+    assert isinstance(failed, Reply) and failed.rejected == "no" and len(timed.reported_ms) < 40
 
 
 def test_a_check_that_objects_stops_the_timing():
