@@ -29,7 +29,8 @@ from ..worker.sandbox import SandboxPolicy
 # cores differed by up to 3%, by two processes on one core by 0.3%, by unpinned ones taking turns
 # by 5%; and the per-call overhead the timing bound takes from the reference is then measured on
 # the core the candidate runs on. The price: a GPU worker's own CPU work (inputs a problem makes on
-# the CPU, compiling a --compile-baseline reference) has one core.
+# the CPU, compiling a --compile-baseline reference, a Triton or torch.compile candidate compiling
+# at its first call) has one core.
 LANE_CPUS = 2
 # Workers a lane boots ahead. A boot takes 11.5 s on an H100 host (6.3 s of it the profiler's CUPTI
 # set-up), and candidates that fail at load use a worker a second: 3 ran dry there.
