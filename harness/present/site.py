@@ -169,8 +169,8 @@ def timing_strip_svg(series: list[tuple[str, TimingStats | None, str]]) -> Marku
     left, width, row_h = 190, 600, 34
     height = row_h * len(rows)
 
-    def x(value: float) -> float:
-        return left + (math.log10(value) - lo) / (hi - lo) * width
+    def x(value: float) -> float:  # a value at or below zero (a record from elsewhere) sits at the left edge
+        return left + (math.log10(max(value, 10 ** lo)) - lo) / (hi - lo) * width
 
     parts = [f'<svg class="chart timing" data-scale="log" viewBox="0 0 {left + width + 10} {height + 30}" '
              f'width="{left + width + 10}" height="{height + 30}" role="img" aria-label="timing samples, log scale">']

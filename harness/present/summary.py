@@ -32,7 +32,7 @@ def summarize_run(results: list[Result]) -> RunSummary:
     n = len(attempted) or 1
     correct = [r for r in attempted if r.status is Status.ok]
     compiled = [r for r in attempted if r.status not in (Status.compile_error, Status.load_error)]
-    speeds = [r.speedup for r in correct if r.speedup and math.isfinite(r.speedup)]
+    speeds = [r.speedup for r in correct if r.speedup is not None and 0 < r.speedup < math.inf]
     return RunSummary(
         total=len(results),
         by_status={s.value: counts.get(s.value, 0) for s in Status},

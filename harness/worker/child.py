@@ -179,13 +179,14 @@ def summarize_profile(events, elapsed_ms: float) -> Profile:
     launch call shares the kernel's correlation id) and how long each kernel ran on the device."""
     device = torch.autograd.DeviceType.CUDA
     launchers = {e.id: e for e in events if e.device_type != device and e.name.startswith("cu")}
-    kernels = [KernelTime(name=e.name, device_ms=e.time_range.elapsed_us() / 1000,
+    # Clamped: an event the profiler did not close would give a negative time, which the protocol refuses.
+    kernels = [KernelTime(name=e.name, device_ms=max(0.0, e.time_range.elapsed_us() / 1000),
                           operator=_outermost_operator(launchers[e.id]) if e.id in launchers else None)
                for e in events if e.device_type == device]
     top = {}
     for e in events:
         if e.name.startswith("aten::") and e.device_type != device and _outermost_operator(e) is None:
-            top[e.name] = top.get(e.name, 0.0) + e.cpu_time_total / 1000
+            top[e.name] = top.get(e.name, 0.0) + max(0.0, e.cpu_time_total / 1000)
     return Profile(ops=sorted({e.name for e in events if e.name.startswith("aten::")}), top_op_ms=top,
                    kernels=kernels, elapsed_ms=elapsed_ms)
 

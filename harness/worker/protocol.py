@@ -113,6 +113,13 @@ class Failure(BaseModel):
     sources: dict[GeneratedSource, Annotated[str, Field(max_length=MAX_SOURCE_CHARS)]] = {}
 
 
+# Times a worker reports: finite and not negative (a call's own time, above zero). Anything else is a
+# malformed message: a 0 or negative median, or a NaN, made the speedup or the report's log-scale
+# charts fail instead of the candidate.
+Millis = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+CallMillis = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
 class ParamDigest(BaseModel):
     name: str
     shape: list[int]
@@ -125,7 +132,7 @@ class KernelTime(BaseModel):
     did, the candidate's own extension or Triton launched it)."""
 
     name: str
-    device_ms: float
+    device_ms: Millis
     operator: str | None = None
 
 
@@ -134,9 +141,9 @@ class Profile(BaseModel):
     device kernels with their device time, and the call's own duration."""
 
     ops: list[str]  # every ATen operator called, by name
-    top_op_ms: dict[str, float] = {}  # operators not called by another operator: their CPU time, children included
+    top_op_ms: dict[str, Millis] = {}  # operators not called by another operator: their CPU time, children included
     kernels: list[KernelTime] = []
-    elapsed_ms: float = 0.0
+    elapsed_ms: Millis = 0.0
 
 
 class HardwareFloor(BaseModel):
@@ -162,7 +169,7 @@ class Reply(BaseModel):
     outputs: list[TensorRef] | None = None
     inputs: list[TensorRef] | None = None  # trial: the inputs after forward, to catch mutation; inputs: the
     # inputs of its seed (None: not only contiguous CPU tensors, so they cannot be fed)
-    elapsed_ms: float | None = None  # timed: the worker's own clock around forward
+    elapsed_ms: CallMillis | None = None  # timed: the worker's own clock around forward
     profile: Profile | None = None  # timed with profile
     floor: HardwareFloor | None = None
     threads_alive: int = 0  # Python threads besides the main one after the command

@@ -254,6 +254,16 @@ def test_timing_chart_is_log_scale_so_a_26x_candidate_and_its_reference_both_rea
     assert legends == {"candidate": "#3b6fd8", "reference": "#6b7385"}  # the legend is coloured as its dots
 
 
+def test_timing_chart_draws_times_at_or_below_zero_at_its_left_edge():
+    """A record from elsewhere with a zero median or a negative sample still renders."""
+    rng = random.Random(2)
+    odd = synthetic_timing(rng, 0.5).model_copy(update={"median_ms": 0.0, "samples_ms": [-1.0, 0.0, 0.4, 0.6]})
+    chart = parse(str(timing_strip_svg([("candidate", odd, "#3b6fd8"), ("reference", synthetic_timing(rng, 1.0),
+                                                                        "#6b7385")]))).find("svg")
+    medians = [line for line in chart.find_all("line") if line.attrs.get("stroke-width") == "2.5"]
+    assert len(medians) == 2 and float(medians[0].attrs["x1"]) == 190.0  # the axis starts at x=190
+
+
 def test_speedup_histogram_leaves_room_for_the_tallest_count():
     svg = parse(str(speedup_histogram_svg([make(str(i), Status.ok, 1.2) for i in range(9)])))
     labels = [t for t in svg.find_all("text") if t.text == "9"]

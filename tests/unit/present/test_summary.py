@@ -15,6 +15,14 @@ def test_summary_rates_exclude_skipped():
     assert abs(summary.geomean_speedup - 1.0) < 1e-9
 
 
+def test_the_geometric_mean_leaves_out_speedups_no_logarithm_takes():
+    """Records written elsewhere (an older run, a caller of the API) may hold 0 or a negative."""
+    def result(value):
+        return Result(run_id="r", problem="p", candidate=f"c{value}", status=Status.ok, speedup=value, candidate_hash="h")
+    summary = summarize_run([result(4.0), result(1.0), result(0.0), result(-2.0), result(float("inf"))])
+    assert abs(summary.geomean_speedup - 2.0) < 1e-9
+
+
 def test_end_of_run_table_fits_100_columns_sorts_naturally_and_says_where_the_full_table_is():
     long = "level2/" + "x" * 120
     results = [Result(run_id="r", problem=f"{n}_Conv2d_Subtract_Subtract_Mish_with_a_long_name", status=status,

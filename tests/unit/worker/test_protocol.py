@@ -1,8 +1,10 @@
 """What the parent accepts from a worker: a reply of the kind its command asks for, and a failed
 one only when it says what failed."""
 
+import pytest
+
 from harness.records import Phase
-from harness.worker.protocol import Command, Failure, Reply, fits, says_why
+from harness.worker.protocol import REPLY, Command, Failure, Reply, fits, says_why
 
 
 def test_a_failed_reply_must_say_what_failed():
@@ -18,3 +20,17 @@ def test_a_successful_reply_carries_what_its_command_asks_for():
     assert fits(Command(op="timed"), Reply(ok=True, elapsed_ms=1.0, outputs=[]))
     assert not fits(Command(op="timed"), Reply(ok=True, outputs=[]))
     assert fits(Command(op="settle"), Reply(ok=True))
+
+
+@pytest.mark.parametrize("elapsed", ["0", "-5.0", "NaN", "Infinity", "1e400"])
+def test_a_timed_reply_must_report_a_time_above_zero_and_finite(elapsed):
+    """What a worker reports goes into medians, speedups and log-scale charts."""
+    with pytest.raises(ValueError):
+        REPLY.validate_json(f'{{"ok": true, "elapsed_ms": {elapsed}, "outputs": []}}')
+    assert REPLY.validate_json('{"ok": true, "elapsed_ms": 0.0004, "outputs": []}').elapsed_ms == 0.0004
+
+
+def test_a_profile_reports_no_negative_or_endless_times():
+    for bad in ('"elapsed_ms": -1', '"top_op_ms": {"aten::mm": -0.5}', '"kernels": [{"name": "k", "device_ms": "NaN"}]'):
+        with pytest.raises(ValueError):
+            REPLY.validate_json(f'{{"ok": true, "profile": {{"ops": [], {bad}}}}}')
