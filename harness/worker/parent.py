@@ -495,7 +495,7 @@ class Worker:
                     needed = self._host_bytes(refs)
                     host = bytearray() if held else self._read_buffers.take(needed)
                     tensors = self._read_all(refs, None if held else host, mappings)
-                except (ValueError, RuntimeError, OSError) as exc:
+                except (ValueError, RuntimeError, OSError, TypeError, OverflowError) as exc:
                     raise self._stopped(StopReason.broke_protocol,
                                         f"worker sent an unreadable tensor during {phase}: {exc}") from None
                 if not held:

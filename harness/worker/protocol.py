@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 from typing import Annotated, Literal
 
 import torch
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter, model_validator
 
 from ..records import Device, Phase, Precision
 from . import cuda_ipc
@@ -59,17 +59,35 @@ class WorkerJob(BaseModel):
     peaks: Peaks | None = None  # reference on a GPU: this device's peak rates, when already measured
 
 
+# Times a worker reports, within what a clock can measure: a call's from 1 ns to 1e7 ms (longer than
+# any deadline), a profile's from 0. Anything else is a malformed message: a 0, negative, 5e-324 or
+# 1e308 ms median, or a NaN, made the statistics, the speedup or the report's log-scale charts fail
+# instead of the candidate.
+MAX_MILLIS = 1e7
+Millis = Annotated[float, Field(ge=0, le=MAX_MILLIS, allow_inf_nan=False)]
+CallMillis = Annotated[float, Field(ge=1e-6, le=MAX_MILLIS, allow_inf_nan=False)]
+# A tensor's sizes and strides as a worker describes them: what torch can index (an int64 product of
+# sizes past 2**63 made the parent's as_strided raise TypeError, outside the protocol's errors).
+Extent = Annotated[int, Field(ge=0, le=2**40)]
+
+
 class TensorRef(BaseModel):
     """Where a worker's tensor can be read: its layout, and either the IPC handle of its CUDA
     allocation or its place in the worker's commit buffer."""
 
     dtype: str
-    shape: list[int]
-    stride: list[int]
-    storage_offset: int
+    shape: list[Extent] = Field(max_length=64)
+    stride: list[Extent] = Field(max_length=64)
+    storage_offset: Extent
     device: Literal["cpu", "cuda"]
     ipc_handle: str | None = None  # cuda: the allocation's IPC handle, hex
-    offset: int = 0  # bytes: from the allocation's start (cuda) or the buffer's (cpu) to the storage's
+    offset: Extent = 0  # bytes: from the allocation's start (cuda) or the buffer's (cpu) to the storage's
+
+    @model_validator(mode="after")
+    def _one_stride_per_size(self) -> TensorRef:
+        if len(self.shape) != len(self.stride):
+            raise ValueError("a tensor needs one stride per size")
+        return self
 
     @property
     def span_bytes(self) -> int:
@@ -111,13 +129,6 @@ class Failure(BaseModel):
     # error's line is traced back to the candidate's file through. The parent reads no file a
     # build log names.
     sources: dict[GeneratedSource, Annotated[str, Field(max_length=MAX_SOURCE_CHARS)]] = {}
-
-
-# Times a worker reports: finite and not negative (a call's own time, above zero). Anything else is a
-# malformed message: a 0 or negative median, or a NaN, made the speedup or the report's log-scale
-# charts fail instead of the candidate.
-Millis = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-CallMillis = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class ParamDigest(BaseModel):
@@ -163,7 +174,7 @@ class HardwareFloor(BaseModel):
 class Reply(BaseModel):
     ok: bool
     failure: Failure | None = None
-    rejected: str | None = None  # outputs that are not plain tensors
+    rejected: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)  # outputs that are not plain tensors
     params: list[ParamDigest] | None = None
     alt_sizes: list[dict[str, int]] | None = None  # reference: other input sizes to check candidates at
     outputs: list[TensorRef] | None = None

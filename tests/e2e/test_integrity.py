@@ -27,6 +27,7 @@ EXPECTED = {
     "tiny_relu/forged_channel.py": ("crash", None),
     "tiny_relu/silent_failure.py": ("crash", None),  # a bare {"ok": false}: a broken message, not a harness error
     "tiny_relu/zero_time.py": ("crash", None),  # a time of 0 ms: a broken message, not a zero median
+    "tiny_relu/huge_view.py": ("mismatch", None),  # a 4 TB stride-0 view of the wrong shape, never read whole
     "tiny_relu/snoop.py": ("mismatch", None),
     # timing: what the worker could once predict, choose or fake
     "tiny_relu/lazy_fixup.py": ("rejected", "inconsistent_when_timed"),

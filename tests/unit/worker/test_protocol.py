@@ -1,6 +1,8 @@
 """What the parent accepts from a worker: a reply of the kind its command asks for, and a failed
 one only when it says what failed."""
 
+import json
+
 import pytest
 
 from harness.records import Phase
@@ -22,7 +24,7 @@ def test_a_successful_reply_carries_what_its_command_asks_for():
     assert fits(Command(op="settle"), Reply(ok=True))
 
 
-@pytest.mark.parametrize("elapsed", ["0", "-5.0", "NaN", "Infinity", "1e400"])
+@pytest.mark.parametrize("elapsed", ["0", "-5.0", "NaN", "Infinity", "1e400", "5e-324", "1e308"])
 def test_a_timed_reply_must_report_a_time_above_zero_and_finite(elapsed):
     """What a worker reports goes into medians, speedups and log-scale charts."""
     with pytest.raises(ValueError):
@@ -34,3 +36,20 @@ def test_a_profile_reports_no_negative_or_endless_times():
     for bad in ('"elapsed_ms": -1', '"top_op_ms": {"aten::mm": -0.5}', '"kernels": [{"name": "k", "device_ms": "NaN"}]'):
         with pytest.raises(ValueError):
             REPLY.validate_json(f'{{"ok": true, "profile": {{"ops": [], {bad}}}}}')
+
+
+def test_a_tensor_is_described_within_what_torch_can_index():
+    def ref(**change):
+        fields = dict(dtype="float32", shape=[4], stride=[1], storage_offset=0, device="cpu") | change
+        return '{"ok": true, "outputs": [' + json.dumps(fields) + "]}"
+
+    assert REPLY.validate_json(ref(shape=[2, 3], stride=[0, 1])).outputs[0].shape == [2, 3]  # an expanded view
+    for odd in ({"shape": [2**64], "stride": [0]}, {"shape": [4], "stride": [-1]}, {"shape": [2, 2], "stride": [1]},
+                {"storage_offset": -1}, {"offset": -8}):
+        with pytest.raises(ValueError):
+            REPLY.validate_json(ref(**odd))
+
+
+def test_a_refusal_is_bounded_like_any_failure_message():
+    with pytest.raises(ValueError):
+        REPLY.validate_json(json.dumps({"ok": False, "rejected": "x" * 70_000}))
