@@ -130,7 +130,7 @@ def to_kernelbench(results: list[Result], device_name: str,
 
 def fast_p_summary(results: list[Result]) -> dict:
     summary = summarize_run(results)
-    speeds = [r.speedup for r in results if r.status is Status.ok and r.speedup and math.isfinite(r.speedup)]
+    speeds = [r.speedup for r in results if r.status is Status.ok and r.speedup is not None and 0 < r.speedup < math.inf]
     return {"total": summary.total, "compiled_rate": summary.compiled_rate, "correct_rate": summary.correct_rate,
             "fast_p": summary.fast_p, "geomean_speedup": summary.geomean_speedup, "num_correct_with_speedup": len(speeds)}
 

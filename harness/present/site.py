@@ -128,10 +128,10 @@ def generator_table(results: list[Result], pattern: re.Pattern | None = None) ->
 
 
 def speedup_histogram_svg(results: list[Result]) -> Markup:
-    speeds = [r.speedup for r in results if r.status is Status.ok and r.speedup is not None]
+    speeds = [r.speedup for r in results if r.status is Status.ok and r.speedup is not None and r.speedup > 0]
     counts = [0] * len(SPEEDUP_BINS)
-    for value in speeds:
-        counts[next(i for i, (upper, _) in enumerate(SPEEDUP_BINS) if value < upper)] += 1
+    for value in speeds:  # an infinite one (a record from elsewhere) in the last bin
+        counts[next((i for i, (upper, _) in enumerate(SPEEDUP_BINS) if value < upper), len(SPEEDUP_BINS) - 1)] += 1
     width, height, bar, top_margin = 70 * len(SPEEDUP_BINS), 150, 52, 18  # the margin holds the tallest count
     top = max(counts) or 1
     parts = [f'<svg class="chart" viewBox="0 0 {width} {top_margin + height + 24}" width="{width}" '
@@ -150,7 +150,9 @@ def speedup_histogram_svg(results: list[Result]) -> Markup:
 
 
 def log_ticks(low: float, high: float) -> list[float]:
-    """1, 2 and 5 times the powers of ten between low and high."""
+    """1, 2 and 5 times the powers of ten between low and high (none where those are no range)."""
+    if not 0 < low <= high < math.inf:
+        return []
     return [m * 10.0 ** e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
             for m in (1, 2, 5) if low <= m * 10.0 ** e <= high]
 
@@ -160,7 +162,9 @@ def timing_strip_svg(series: list[tuple[str, TimingStats | None, str]]) -> Marku
     a 26x speedup and a 1.05x one both read right, and where the rows overlap the speedup is noise.
     Each row is labelled in its own colour (the legend is the row)."""
     rows = [(name, stats, colour) for name, stats, colour in series if stats and stats.samples_ms]
-    samples = [v for _, stats, _ in rows for v in stats.samples_ms if v > 0]
+    # The axis spans the samples, kept to 1e-9 to 1e9 ms: a record from elsewhere holding 1e-320 or
+    # 1e300 would put its powers of ten out of a float's range.
+    samples = [min(max(v, 1e-9), 1e9) for _, stats, _ in rows for v in stats.samples_ms if 0 < v < math.inf]
     if not samples:
         return Markup("")
     span = math.log10(max(samples)) - math.log10(min(samples))
@@ -169,8 +173,9 @@ def timing_strip_svg(series: list[tuple[str, TimingStats | None, str]]) -> Marku
     left, width, row_h = 190, 600, 34
     height = row_h * len(rows)
 
-    def x(value: float) -> float:  # a value at or below zero (a record from elsewhere) sits at the left edge
-        return left + (math.log10(max(value, 10 ** lo)) - lo) / (hi - lo) * width
+    def x(value: float) -> float:  # odd values (a record from elsewhere: 0, negative, NaN, inf) sit at an edge
+        position = math.log10(value) if 0 < value < math.inf else (hi if value == math.inf else lo)
+        return left + (min(max(position, lo), hi) - lo) / (hi - lo) * width
 
     parts = [f'<svg class="chart timing" data-scale="log" viewBox="0 0 {left + width + 10} {height + 30}" '
              f'width="{left + width + 10}" height="{height + 30}" role="img" aria-label="timing samples, log scale">']

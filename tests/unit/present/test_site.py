@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import math
 import random
 import re
 import time
@@ -262,6 +263,22 @@ def test_timing_chart_draws_times_at_or_below_zero_at_its_left_edge():
                                                                         "#6b7385")]))).find("svg")
     medians = [line for line in chart.find_all("line") if line.attrs.get("stroke-width") == "2.5"]
     assert len(medians) == 2 and float(medians[0].attrs["x1"]) == 190.0  # the axis starts at x=190
+
+
+@pytest.mark.parametrize("odd", [[1e300, 2e300], [1e-320, 0.5], [math.inf, math.nan, 0.4, 0.6]])
+def test_timing_chart_renders_samples_no_clock_gives(odd):
+    rng = random.Random(3)
+    stats = synthetic_timing(rng, 0.5).model_copy(update={"samples_ms": odd, "median_ms": odd[0]})
+    chart = parse(str(timing_strip_svg([("candidate", stats, "#3b6fd8"), ("reference", synthetic_timing(rng, 1.0),
+                                                                          "#6b7385")]))).find("svg")
+    xs = [float(c.attrs["cx"]) for c in chart.find_all("circle")]
+    assert xs and all(190.0 <= v <= 790.0 for v in xs)  # every dot on the axis
+
+
+def test_speedup_histogram_counts_an_infinite_speedup_in_its_last_bin_and_skips_nan():
+    svg = parse(str(speedup_histogram_svg([make("a", Status.ok, math.inf), make("b", Status.ok, math.nan),
+                                           make("c", Status.ok, 1.2)])))
+    assert [t.text for t in svg.find_all("text") if t.text == "1"] == ["1", "1"]
 
 
 def test_speedup_histogram_leaves_room_for_the_tallest_count():
