@@ -15,6 +15,7 @@ import random
 import statistics
 import time
 from pathlib import Path
+from typing import ContextManager
 
 import torch
 
@@ -211,6 +212,15 @@ class CandidateRun:
             self.observed.note(Flag.degenerate_problem, f"the problem is degenerate: {'; '.join(degenerate)}")
         return verdicts.of_sensitivity([r for r, _ in fingerprints], [c for _, c in fingerprints])
 
+    def _still_while_recalibrating(self, worker: Worker) -> ContextManager:
+        """The candidate's whole tree stopped while the reference measures the per-call overhead
+        its timing bound subtracts: processes it left running (spinners on the lane's worker core)
+        would slow the reference's calls and widen its own bound. On a CPU run the quiet window
+        around the reference's calls stops it already, with every other worker of the run."""
+        if self.config.device == "cpu":
+            return contextlib.nullcontext()
+        return worker.stopped_all("the reference's recalibration")
+
     def _spare_copies(self) -> list[list[torch.Tensor]]:
         """On the CPU, room for the first checked calls' outputs, made (its pages touched) before
         the timing window: a 256 MB copy the parent made fresh between two timed calls made the
@@ -256,7 +266,8 @@ class CandidateRun:
     def _time(self, worker: Worker, timed: Timed) -> Verdict | None:
         timer = self._timer(worker)
         spares = self._spare_copies()  # before the reference's recalibration and the warm-up, which absorb its cost
-        recalibration = self.reference.recalibrate()
+        with self._still_while_recalibrating(worker):
+            recalibration = self.reference.recalibrate()
         # Warmed up right before its first timed call: on the CPU, memory a worker freed comes
         # back slowly after a pause (0.38 s instead of 0.08 s for a relu's first call after the
         # reference's recalibration, on a VM that hands freed memory to its host).

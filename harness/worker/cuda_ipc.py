@@ -52,14 +52,30 @@ def _check(code: int, what: str) -> None:
 def export(tensor: torch.Tensor) -> tuple[str, int]:
     """Worker side: the IPC handle (hex) of the allocation holding the tensor's storage, and the
     storage's byte offset in it."""
-    base, size = ctypes.c_uint64(), ctypes.c_size_t()
     pointer = tensor.untyped_storage().data_ptr()
     with torch.cuda.device(tensor.device):
-        if _driver().cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(pointer)) != 0:
-            raise CudaIpcError("cuMemGetAddressRange failed for an output tensor")
+        base = _allocation_base(pointer)
         handle = _Handle()
-        _check(_runtime().cudaIpcGetMemHandle(ctypes.byref(handle), ctypes.c_void_p(base.value)), "cudaIpcGetMemHandle")
-    return bytes(handle.reserved).hex(), pointer - base.value
+        _check(_runtime().cudaIpcGetMemHandle(ctypes.byref(handle), ctypes.c_void_p(base)), "cudaIpcGetMemHandle")
+    return bytes(handle.reserved).hex(), pointer - base
+
+
+def _address_range(pointer: int) -> tuple[int, int]:
+    """(base, size) of the allocation holding `pointer`, in the current device's context."""
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    if _driver().cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(pointer)) != 0:
+        raise CudaIpcError("cuMemGetAddressRange failed")
+    return base.value, size.value
+
+
+def _allocation_base(pointer: int) -> int:
+    return _address_range(pointer)[0]
+
+
+def _mapped_bytes(pointer: int) -> int:
+    """How many bytes of the allocation holding `pointer` lie from it on."""
+    base, size = _address_range(pointer)
+    return base + size - pointer
 
 
 class _Bytes:
@@ -81,8 +97,19 @@ class Mapping:
         with torch.cuda.device(device):
             _check(_runtime().cudaIpcOpenMemHandle(ctypes.byref(self.pointer), _Handle.from_buffer_copy(raw),
                                                    IPC_LAZY_ENABLE_PEER_ACCESS), "cudaIpcOpenMemHandle")
+        try:
+            with torch.cuda.device(device):
+                self.nbytes = _mapped_bytes(self.pointer.value)
+        except CudaIpcError:
+            self.close()  # the caller never gets this mapping to close
+            raise
 
     def bytes(self, offset: int, nbytes: int) -> torch.Tensor:
+        """The mapped bytes [offset, offset + nbytes), refused past the allocation: a worker naming
+        a span beyond it would have the parent read an illegal address, which ends its CUDA context."""
+        if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
+            raise CudaIpcError(f"a CUDA tensor's {nbytes} bytes at offset {offset} run past its "
+                               f"{self.nbytes}-byte allocation")
         return torch.as_tensor(_Bytes(self.pointer.value + offset, max(nbytes, 1)), device=f"cuda:{self.device}")
 
     def close(self) -> None:

@@ -517,11 +517,11 @@ class Worker:
         if not any(ref.device == "cpu" for ref in refs):
             yield
             return
-        with self._stopped_all(f"its outputs to be read during {phase}"):
+        with self.stopped_all(f"its outputs to be read during {phase}"):
             yield
 
     @contextlib.contextmanager
-    def _stopped_all(self, purpose: str) -> Iterator[None]:
+    def stopped_all(self, purpose: str) -> Iterator[None]:
         """The worker's whole tree stopped (every thread of it) for the block."""
         frozen: set[int] = set()
         try:
@@ -535,7 +535,7 @@ class Worker:
         """Write a timed call's inputs (CPU tensors) into the worker's feed file, where its next
         command finds them. The worker is stopped meanwhile: none of its threads sees them before
         that command is sent, so whatever it computes from them, it computes while timed."""
-        with self._stopped_all(f"its inputs to be written during {phase}"):
+        with self.stopped_all(f"its inputs to be written during {phase}"):
             return self._feed.write(tensors)
 
     def _host_bytes(self, refs: list[TensorRef]) -> int:

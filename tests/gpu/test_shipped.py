@@ -212,6 +212,24 @@ def test_forged_timing_gains_nothing(gpu_tricks):
         assert vouched > honest_ms / 1.5, (vouched, honest_ms, forged["evidence"])
 
 
+def test_spinners_left_for_the_recalibration_gain_nothing(gpu_tricks):
+    """forged_fast.py's lie with processes spinning on the worker's core while the reference
+    measures the overhead its bound subtracts: stopped then, so they widen nothing."""
+    forged, honest = gpu_tricks["relu/forged_spinning.py"], gpu_tricks["relu/honest_twin.py"]
+    print(forged["status"], forged["evidence"], forged["timing_bound"])
+    assert forged["status"] in ("ok", "rejected"), (forged["status"], forged["error"])
+    if forged["status"] == "ok":
+        assert vouched_ms(forged) > vouched_ms(honest) / 1.5, (vouched_ms(forged), vouched_ms(honest))
+
+
+def test_an_output_described_past_its_allocation_is_a_broken_message(gpu_tricks):
+    """Refused before anything is read: the parent's CUDA context survives it, so the candidates
+    after it in the same run (side_stream.py, same_stream.py) are judged as usual."""
+    past = gpu_tricks["relu/past_allocation.py"]
+    assert past["status"] == "crash" and "past its" in past["error"], (past["status"], past["error"])
+    assert gpu_tricks["relu/side_stream.py"]["status"] == "ok"
+
+
 def vouched_ms(result: dict) -> float:
     """The time a result's speedup is taken from (the harness's clock's, not the worker's)."""
     reference = result["reference_recalibrated_timing"] or result["reference_timing"]
