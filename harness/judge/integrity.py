@@ -46,6 +46,11 @@ MIN_REFERENCE_SHARE = 0.5  # the threshold never drops below a quarter of the ti
 PROFILED_FACTOR = 1.5
 PROFILER_COST_PER_OP_MS = {"cuda": 0.01, "cpu": 0.1}  # at least: what the profiler adds per operator recorded
 JITTER_MS = {"cuda": 0.1, "cpu": 2.0}
+# The operators that allowance counts, at most: the list is the worker's to write (and distinct
+# operators are the candidate's to call, only when profiled), so it cannot buy unbounded room;
+# twice the reference's, and never fewer than a composed candidate names (a layernorm written as
+# PyTorch operators names about a dozen).
+COUNTED_OPERATORS = 64
 
 
 def op_name(qualified: str) -> str:
@@ -141,14 +146,15 @@ def profiled_too_slow(candidate, reference, reference_ops: int, device: str) -> 
     own clock sees them. `candidate`, `reference`: their Timed calls. The fastest profiled call
     may exceed the median by PROFILED_FACTOR, plus the profiler's cost per operator it records
     (as measured on the reference, at least a floor) twice over for each operator the candidate
-    ran, plus scheduling jitter."""
+    ran (up to a bound), plus scheduling jitter."""
     if not candidate.profiled_wall_ms or not candidate.wall_ms:
         return None
     median = statistics.median(candidate.wall_ms)
     per_op = PROFILER_COST_PER_OP_MS[device]
     if reference is not None and reference.profiled_wall_ms and reference.wall_ms and reference_ops:
         per_op = max(per_op, (min(reference.profiled_wall_ms) - statistics.median(reference.wall_ms)) / reference_ops)
-    operators = max((len(p.ops) for p in candidate.profiles), default=0)
+    operators = min(max((len(p.ops) for p in candidate.profiles), default=0),
+                    max(COUNTED_OPERATORS, 2 * reference_ops))
     allowed = median * PROFILED_FACTOR + 2 * per_op * max(1, operators) + JITTER_MS[device]
     fastest = min(candidate.profiled_wall_ms)
     if fastest <= allowed:

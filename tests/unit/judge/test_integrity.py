@@ -108,6 +108,17 @@ def test_the_profilers_cost_grows_with_the_operators_recorded():
                              reference, 8, "cpu")
 
 
+def test_operators_named_by_the_thousand_buy_no_more_room_than_a_composed_candidate_needs():
+    """The list of operators is the worker's to write: ten thousand names must not excuse a
+    profiled call 200 times slower than the others."""
+    reference = Timed(wall_ms=[0.69] * 5, profiled_wall_ms=[2.4])
+    padded = [Profile(ops=[f"aten::op{i}" for i in range(10_000)])]
+    assert profiled_too_slow(Timed(wall_ms=[0.7] * 9, profiled_wall_ms=[150.0], profiles=padded),
+                             reference, 8, "cpu")
+    dozen = [Profile(ops=[f"aten::op{i}" for i in range(12)])]
+    assert profiled_too_slow(Timed(wall_ms=[0.7] * 9, profiled_wall_ms=[6.0], profiles=dozen), reference, 8, "cpu") is None
+
+
 def test_input_mutation_is_exact_and_nan_safe():
     a = torch.arange(6.0)
     assert mutated_inputs([a, a], [a.clone(), a + 1e-3 * (a == 5)]) == [1]
