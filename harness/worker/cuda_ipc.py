@@ -97,12 +97,11 @@ class Mapping:
         with torch.cuda.device(device):
             _check(_runtime().cudaIpcOpenMemHandle(ctypes.byref(self.pointer), _Handle.from_buffer_copy(raw),
                                                    IPC_LAZY_ENABLE_PEER_ACCESS), "cudaIpcOpenMemHandle")
-        try:
-            with torch.cuda.device(device):
+            try:
                 self.nbytes = _mapped_bytes(self.pointer.value)
-        except CudaIpcError:
-            self.close()  # the caller never gets this mapping to close
-            raise
+            except CudaIpcError:
+                self.close()  # the caller never gets this mapping to close
+                raise
 
     def bytes(self, offset: int, nbytes: int) -> torch.Tensor:
         """The mapped bytes [offset, offset + nbytes), refused past the allocation: a worker naming
