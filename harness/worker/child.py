@@ -32,8 +32,8 @@ from ..inputs.problems import alternative_sizes, load_module, shrink_input_sizes
 from ..records import Phase
 from . import cuda_ipc
 from .confine import not_dumpable
-from .protocol import (MAX_LINE_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS, MAX_SOURCE_CHARS, MAX_TRACEBACK_LINES, Command,
-                       CommitBuffer, Failure, FeedFile, GeneratedSource, HardwareFloor, KernelTime, ParamDigest, Peaks,
+from .protocol import (MAX_LINE_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS, MAX_SOURCE_CHARS, MAX_TENSORS,
+                       MAX_TRACEBACK_LINES, Command, CommitBuffer, Failure, FeedFile, GeneratedSource, HardwareFloor, KernelTime, ParamDigest, Peaks,
                        Profile, Reply, TensorRef, WorkerJob, describe, send_model)
 from .timing import flush_buffer, measure_peaks, time_call
 
@@ -129,6 +129,8 @@ def plain_outputs(output: object) -> list[torch.Tensor]:
     if type(output) is torch.Tensor:
         return [output]
     if type(output) in (tuple, list) and output and all(type(o) is torch.Tensor for o in output):
+        if len(output) > MAX_TENSORS:
+            raise NotPlainTensor(f"forward returned {len(output)} tensors, more than the {MAX_TENSORS} compared")
         return list(output)
     raise NotPlainTensor(f"forward returned {type(output).__module__}.{type(output).__qualname__}, not a plain torch.Tensor")
 

@@ -106,7 +106,7 @@ class Mapping:
     def bytes(self, offset: int, nbytes: int) -> torch.Tensor:
         """The mapped bytes [offset, offset + nbytes), refused past the allocation: a worker naming
         a span beyond it would have the parent read an illegal address, which ends its CUDA context."""
-        if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
+        if offset < 0 or nbytes < 0 or offset + max(nbytes, 1) > self.nbytes:
             raise CudaIpcError(f"a CUDA tensor's {nbytes} bytes at offset {offset} run past its "
                                f"{self.nbytes}-byte allocation")
         return torch.as_tensor(_Bytes(self.pointer.value + offset, max(nbytes, 1)), device=f"cuda:{self.device}")

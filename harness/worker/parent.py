@@ -495,7 +495,7 @@ class Worker:
                     needed = self._host_bytes(refs)
                     host = bytearray() if held else self._read_buffers.take(needed)
                     tensors = self._read_all(refs, None if held else host, mappings)
-                except (ValueError, RuntimeError, OSError, TypeError, OverflowError) as exc:
+                except (ValueError, RuntimeError, OSError, TypeError, OverflowError, MemoryError) as exc:
                     raise self._stopped(StopReason.broke_protocol,
                                         f"worker sent an unreadable tensor during {phase}: {exc}") from None
                 if not held:
@@ -545,7 +545,13 @@ class Worker:
         cpu = [ref for ref in refs if ref.device == "cpu"]
         if any(ref.offset < 0 or ref.offset + ref.span_bytes > written for ref in cpu):
             raise ValueError("a CPU tensor runs past the worker's commit buffer")
-        return sum(aligned(ref.span_bytes) for ref in cpu)
+        needed = sum(aligned(ref.span_bytes) for ref in cpu)
+        # A worker writes its tensors one after another, so together they fit the buffer: the same
+        # bytes described a thousand times over would otherwise be copied a thousand times.
+        if needed > written:
+            raise ValueError(f"the CPU tensors described add up to {needed} bytes, more than the "
+                             f"worker's commit buffer holds ({written})")
+        return needed
 
     def _read_all(self, refs: list[TensorRef], host: bytearray | None, mappings: list) -> list[torch.Tensor]:
         """CPU tensors copied into `host`, or (None) views of the commit buffer itself."""

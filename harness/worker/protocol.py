@@ -113,6 +113,7 @@ class Command(BaseModel):
 
 
 # What a worker may say about an exception (it truncates to these; more breaks the protocol).
+MAX_TENSORS = 1024  # in one reply's outputs or inputs: each is mapped or copied before anything is compared
 MAX_NAME_CHARS, MAX_MESSAGE_CHARS, MAX_TRACEBACK_LINES, MAX_LINE_CHARS = 200, 64_000, 8, 500
 MAX_SOURCE_CHARS = 256_000
 GeneratedSource = Literal["main.cpp", "cuda.cu"]  # load_inline's, which a compiler error's line refers to
@@ -177,9 +178,10 @@ class Reply(BaseModel):
     rejected: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)  # outputs that are not plain tensors
     params: list[ParamDigest] | None = None
     alt_sizes: list[dict[str, int]] | None = None  # reference: other input sizes to check candidates at
-    outputs: list[TensorRef] | None = None
-    inputs: list[TensorRef] | None = None  # trial: the inputs after forward, to catch mutation; inputs: the
-    # inputs of its seed (None: not only contiguous CPU tensors, so they cannot be fed)
+    outputs: list[TensorRef] | None = Field(default=None, max_length=MAX_TENSORS)
+    # trial: the inputs after forward, to catch mutation; inputs: the inputs of its seed (None: not
+    # only contiguous CPU tensors, so they cannot be fed)
+    inputs: list[TensorRef] | None = Field(default=None, max_length=MAX_TENSORS)
     elapsed_ms: CallMillis | None = None  # timed: the worker's own clock around forward
     profile: Profile | None = None  # timed with profile
     floor: HardwareFloor | None = None

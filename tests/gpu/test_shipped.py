@@ -225,8 +225,9 @@ def test_spinners_left_for_the_recalibration_gain_nothing(gpu_tricks):
 def test_an_output_described_past_its_allocation_is_a_broken_message(gpu_tricks):
     """Refused before anything is read: the parent's CUDA context survives it, so the candidates
     after it in the same run (side_stream.py, same_stream.py) are judged as usual."""
-    past = gpu_tricks["relu/past_allocation.py"]
-    assert past["status"] == "crash" and "past its" in past["error"], (past["status"], past["error"])
+    for name in ("relu/past_allocation.py", "relu/overrun_allocation.py"):  # starting past it, or running past it
+        past = gpu_tricks[name]
+        assert past["status"] == "crash" and "past its" in past["error"], (name, past["status"], past["error"])
     assert gpu_tricks["relu/side_stream.py"]["status"] == "ok"
 
 

@@ -33,6 +33,8 @@ def test_outputs_must_be_plain_tensors():
     for bad in (t.as_subclass(Sub), 3.0, (t, 1), [], None):
         with pytest.raises(NotPlainTensor):
             plain_outputs(bad)
+    with pytest.raises(NotPlainTensor, match="2000 tensors"):  # more than a reply may describe
+        plain_outputs([t] * 2000)
 
 
 def test_parameter_digests_are_equal_for_equal_seeds_only():

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from harness.records import Phase
-from harness.worker.protocol import REPLY, Command, Failure, Reply, fits, says_why
+from harness.worker.protocol import MAX_TENSORS, REPLY, Command, Failure, Reply, fits, says_why
 
 
 def test_a_failed_reply_must_say_what_failed():
@@ -53,3 +53,12 @@ def test_a_tensor_is_described_within_what_torch_can_index():
 def test_a_refusal_is_bounded_like_any_failure_message():
     with pytest.raises(ValueError):
         REPLY.validate_json(json.dumps({"ok": False, "rejected": "x" * 70_000}))
+
+
+def test_a_reply_describes_at_most_so_many_tensors():
+    """Each described tensor is mapped or copied before anything is compared."""
+    one = {"dtype": "float32", "shape": [4], "stride": [1], "storage_offset": 0, "device": "cpu"}
+    assert len(REPLY.validate_json(json.dumps({"ok": True, "outputs": [one] * MAX_TENSORS})).outputs) == MAX_TENSORS
+    for field in ("outputs", "inputs"):
+        with pytest.raises(ValueError):
+            REPLY.validate_json(json.dumps({"ok": True, field: [one] * (MAX_TENSORS + 1)}))

@@ -89,6 +89,15 @@ def test_a_reply_cannot_claim_more_than_was_written(parent):
     assert parent._host_bytes([ref]) == 64  # 40 bytes, aligned so that the next tensor can view any dtype
 
 
+def test_the_same_bytes_described_many_times_over_are_refused_before_anything_is_allocated(parent):
+    """Each description fits the buffer; together they would have the parent copy it a thousand
+    times (a 29 KB reply took the parent to 4.2 GB before this check)."""
+    (ref,) = describe([torch.ones(1000)], CommitBuffer(parent.buffer.fd))
+    with pytest.raises(ValueError, match="add up to"):
+        parent._host_bytes([ref] * 1000)
+    assert parent._host_bytes([ref]) == 4032
+
+
 def test_what_was_read_is_a_copy_the_worker_cannot_change_afterwards(parent):
     commit = CommitBuffer(parent.buffer.fd)
     with parent.reading(describe([torch.ones(1000)], commit), "test") as read:
