@@ -5,6 +5,7 @@ later candidate of the problem), and each verified timed call's. Trusted code, s
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import statistics
 from collections.abc import Callable, Iterator
@@ -27,12 +28,17 @@ DEGENERATE_CHECK_BYTES = 1 << 28  # trial outputs up to this size are also check
 # spread of these, so a quick kernel gets more of them), after some that are not counted.
 RECALIBRATION_CALLS = (4, 24)
 RECALIBRATION_BUDGET_MS = 20.0
-# On a GPU the first call after the reference sat idle is the slowest (on an H100 1.6 to 3 ms
-# against 0.8 to 1.6 ms), and it alone doubled the slack a forger gains. On the CPU it is counted:
-# there the slack it widens covers honest kernels whose harness overhead (the outputs' commit, tens
+# On a GPU the first calls after the reference sat idle are the slowest (on an H100 the first
+# took 1.6 to 3 ms against 0.8 to 1.6 ms, and alone doubled the slack a forger gains), and the
+# GPU's clocks, not locked there, fall while it idles: after a candidate kept the worker's core
+# busy through its trials, the reference's overhead fell from 1.35 to 0.83 ms over its 24 calls.
+# So there the recalibration first warms up, uncounted, for about WARM_MS of the reference's
+# device time (WARM_CALLS: at least, at most). On the CPU nothing is uncounted: there the slack
+# the first call widens covers honest kernels whose harness overhead (the outputs' commit, tens
 # of ms for 256 MB) differs from the reference's (the main job flagged one in each of two runs
 # without it, when the overhead was hundreds of ms of inputs made in the worker).
-UNCOUNTED_CALLS = {"cuda": 1, "cpu": 0}
+WARM_MS = 20.0
+WARM_CALLS = (1, 16)
 # What the reference's own time is taken from: never the first call (on the CPU too it is the
 # slowest, 0.08 against 0.027 ms for a relu), and only from enough calls that an interval below
 # the first timing's is no accident (four calls all fall below the median one time in sixteen).
@@ -200,13 +206,19 @@ class ReferenceRunner:
         with the machine's current load: a few reference calls timed the way a candidate's are."""
         fewest, most = RECALIBRATION_CALLS
         calls = max(fewest, min(most, int(RECALIBRATION_BUDGET_MS / max(self.timing.median_ms, 1e-3))))
-        uncounted = UNCOUNTED_CALLS[self.config.device]
+        uncounted = self._warm_calls()
         timed = self._time(TimingPlan.of(self.config).model_copy(update={"fixed": uncounted + calls}), profiled=0)
         # Only these: the reference's own timing ran when the lane was busier (the next worker
         # booting beside it), and an overhead taken then is larger than a candidate's now.
         return Recalibration(overhead_ms=timed.overhead_ms[uncounted:],
                              timing=timing_stats(timed.reported_ms[max(uncounted, UNTIMED_CALLS):], self.clock,
                                                  timed.stopped))
+
+    def _warm_calls(self) -> int:
+        if self.config.device == "cpu":
+            return 0
+        fewest, most = WARM_CALLS
+        return max(fewest, min(most, math.ceil(WARM_MS / max(self.timing.median_ms, 1e-3))))
 
     def feeding(self, target: Worker) -> Feed | None:
         """On a CPU run, how `target`'s timed calls get their inputs: made here, written into it
