@@ -60,6 +60,7 @@ class Flag(str, enum.Enum):
     tampered_results = "tampered_results"
     inconsistent_when_profiled = "inconsistent_when_profiled"
     input_insensitive = "input_insensitive"  # its output stays the same where the reference's changes
+    busy_while_stopped = "busy_while_stopped"  # its GPU work ran on while its processes were stopped
     # annotations
     init_differs = "init_differs"
     threads_left_running = "threads_left_running"

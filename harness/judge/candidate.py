@@ -15,7 +15,6 @@ import random
 import statistics
 import time
 from pathlib import Path
-from typing import ContextManager
 
 import torch
 
@@ -27,12 +26,17 @@ from . import verdicts
 from .compare import compare_outputs
 from .integrity import fallback_evidence, fingerprint, mutated_inputs, profiled_too_slow
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
-from .reference import Quiet, ReferenceRunner, no_quiet, release_device_cache, surely_faster, worker_job
+from .reference import Quiet, Recalibration, ReferenceRunner, no_quiet, release_device_cache, surely_faster, worker_job
 from .timer import Timed, Timer, TimingPlan, timing_bound, timing_stats, vouched_median
 
 LOG_TAIL_CHARS = 4000
 TRIAL_SEED_OFFSET = 1000  # trial inputs use seeds apart from the init seed
 SECOND_LOOK_CALLS = 6  # profiled calls more, when the first ones were slower than the profiler explains
+# How long a stopped candidate's GPU work may take to end before the reference's recalibration,
+# and how many recalibrations may find, after them, that some ran meanwhile (an honest candidate
+# leaves none: its worker synchronizes the device before each reply).
+IDLE_WAIT_S = 0.1
+RECALIBRATION_ATTEMPTS = 2
 SPARE_COPIES = 4  # CPU: room made before timing for this many checked calls' outputs (5 calls check 2.5 on average)
 
 
@@ -212,14 +216,24 @@ class CandidateRun:
             self.observed.note(Flag.degenerate_problem, f"the problem is degenerate: {'; '.join(degenerate)}")
         return verdicts.of_sensitivity([r for r, _ in fingerprints], [c for _, c in fingerprints])
 
-    def _still_while_recalibrating(self, worker: Worker) -> ContextManager:
-        """The candidate's whole tree stopped while the reference measures the per-call overhead
-        its timing bound subtracts: processes it left running (spinners on the lane's worker core)
-        would slow the reference's calls and widen its own bound. On a CPU run the quiet window
-        around the reference's calls stops it already, with every other worker of the run."""
+    def _recalibrated(self, worker: Worker) -> Recalibration | Verdict:
+        """The reference's recalibration (the per-call overhead the candidate's timing bound
+        subtracts) with nothing of the candidate's running. On a GPU its whole tree is stopped
+        (processes it left spinning on the lane's core would slow the reference's calls), and the
+        GPU must be free of its work before and after: a kernel it queued runs on when its
+        processes stop, time-sliced with the reference's calls (forged_background.py raised the
+        reference's overhead from 0.7 to 7.4 ms on an H100). On a CPU run the quiet window around
+        the reference's calls stops it already, with every other worker of the run."""
         if self.config.device == "cpu":
-            return contextlib.nullcontext()
-        return worker.stopped_all("the reference's recalibration")
+            return self.reference.recalibrate()
+        with worker.stopped_all("the reference's recalibration"):
+            for _ in range(RECALIBRATION_ATTEMPTS):
+                if not self.reference.device_idle_within(IDLE_WAIT_S):
+                    break
+                recalibration = self.reference.recalibrate()
+                if self.reference.device_idle_within(0):
+                    return recalibration
+        return verdicts.busy_while_stopped(IDLE_WAIT_S)
 
     def _spare_copies(self) -> list[list[torch.Tensor]]:
         """On the CPU, room for the first checked calls' outputs, made (its pages touched) before
@@ -266,8 +280,9 @@ class CandidateRun:
     def _time(self, worker: Worker, timed: Timed) -> Verdict | None:
         timer = self._timer(worker)
         spares = self._spare_copies()  # before the reference's recalibration and the warm-up, which absorb its cost
-        with self._still_while_recalibrating(worker):
-            recalibration = self.reference.recalibrate()
+        recalibration = self._recalibrated(worker)
+        if isinstance(recalibration, Verdict):
+            return recalibration
         # Warmed up right before its first timed call: on the CPU, memory a worker freed comes
         # back slowly after a pause (0.38 s instead of 0.08 s for a relu's first call after the
         # reference's recalibration, on a VM that hands freed memory to its host).

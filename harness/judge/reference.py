@@ -8,6 +8,7 @@ import contextlib
 import math
 import random
 import statistics
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,11 @@ UNTIMED_CALLS, SURELY_FASTER_CALLS = 1, 8
 # against 58 to 79) and its candidate scored 2.84x instead of 0.53x; honest spreads there stay
 # under 1.1 (layernorm, bias+GELU, maxpool, sum).
 SECOND_LOOK_ABOVE_FASTEST = 1.25
+# The GPU runs one process's context at a time: while another process's context has work queued
+# there, the reference's tiny kernels wait for a time slice (the fastest of four round trips took
+# 2.4 ms on an H100, against 0.013 ms with nothing else running). Above this, the GPU is not idle.
+IDLE_ROUND_TRIP_MS = 0.5
+IDLE_POLL_S = 0.01
 # Held around every timing window with the launcher pids being timed (schedule/quiet.py).
 Quiet = Callable[[list[int]], ContextManager]
 
@@ -213,6 +219,18 @@ class ReferenceRunner:
         return Recalibration(overhead_ms=timed.overhead_ms[uncounted:],
                              timing=timing_stats(timed.reported_ms[max(uncounted, UNTIMED_CALLS):], self.clock,
                                                  timed.stopped))
+
+    def device_idle_within(self, wait_s: float) -> bool:
+        """Whether the reference's GPU runs no other process's work, waiting up to `wait_s` for
+        what runs there to end (GPU runs only)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            round_trip_ms = self._request(Command(op="settle"), "idle check").elapsed_ms
+            if round_trip_ms is None or round_trip_ms <= IDLE_ROUND_TRIP_MS:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(IDLE_POLL_S)
 
     def _warm_calls(self) -> int:
         if self.config.device == "cpu":

@@ -7,7 +7,7 @@ within ±1%, or the model's time budget is spent, never before `min_trials` nor 
 `max_trials` (a fixed count with --trials N). A checked call's outputs are copied out at once
 (the worker cannot change them afterwards) and compared with the reference's after the last
 call, so the timed calls follow one another without the reference's work in between. On a GPU,
-after a checked call the worker is told to `settle` (run a tiny kernel of its own) before its next
+after a checked call the worker is told to `settle` (run tiny kernels of its own) before its next
 timed call: the copy ran in the parent's CUDA context, and switching back to the worker's cost its
 next call 0.2 ms on an H100 (0.51 against 0.32 ms of overhead for an 8 MB relu), outside the
 reported time but inside the parent's clock, where the reference's overhead calls, never checked,

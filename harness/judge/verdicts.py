@@ -153,6 +153,12 @@ def _rejected(flag: Flag, error: str, evidence: list[str] | None = None) -> Verd
     return Verdict(status=Status.rejected, error=error, flags=[flag], evidence=evidence or [])
 
 
+def busy_while_stopped(wait_s: float) -> Verdict:
+    return _rejected(Flag.busy_while_stopped,
+                     f"its GPU work ran on for over {wait_s:g} s while its processes were stopped for the "
+                     "reference's recalibration: it would slow the reference's calls there and widen its own timing bound")
+
+
 def of_trial(check: CheckResult, changed_inputs: list[int], trial: int, trials: int, init_differs: bool,
              atol: float) -> Verdict | None:
     """One correctness trial: inputs must come back unchanged, outputs must match."""

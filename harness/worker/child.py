@@ -35,13 +35,14 @@ from .confine import not_dumpable
 from .protocol import (MAX_LINE_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS, MAX_SOURCE_CHARS, MAX_TENSORS,
                        MAX_TRACEBACK_LINES, Command, CommitBuffer, Failure, FeedFile, GeneratedSource, HardwareFloor, KernelTime, ParamDigest, Peaks,
                        Profile, Reply, TensorRef, WorkerJob, describe, send_model)
-from .timing import flush_buffer, measure_peaks, time_call
+from .timing import fastest_round_trip_ms, flush_buffer, measure_peaks, time_call
 
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # torch.utils.cpp_extension's message for a failed build, naming the extension; its build dir
 # (under TORCH_EXTENSIONS_DIR) is named without the "_v<n>" a rebuild in one process adds.
 FAILED_EXTENSION = re.compile(r"Error building extension '([^'/]+)'")
 VERSIONED = re.compile(r"_v\d+$")
+SETTLE_ROUND_TRIPS = 4
 
 
 class NotPlainTensor(Exception):
@@ -309,13 +310,16 @@ class Session:
         self.held = outputs
         return elapsed, outputs, profile
 
-    def settle(self) -> None:
-        """Make this process's GPU context the running one again (one tiny kernel), after the
+    def settle(self) -> float | None:
+        """Make this process's GPU context the running one again (tiny kernels), after the
         parent's copy of a checked output ran in its own: the switch back costs the next call
-        about 0.2 ms otherwise (H100), outside the reported time but inside the parent's clock."""
-        if self.job.device == "cuda":
-            torch.zeros(1, device="cuda").add_(1)
-            self.synchronize()
+        about 0.2 ms otherwise (H100), outside the reported time but inside the parent's clock.
+        Answers the fastest of their round trips: how long this context waits for the GPU."""
+        if self.job.device != "cuda":
+            return None
+        fastest = fastest_round_trip_ms(SETTLE_ROUND_TRIPS)
+        self.synchronize()  # a failed launch surfaces here
+        return fastest
 
     def hardware_floor(self, seed: int) -> HardwareFloor:
         """FLOPs (torch's flop counter) and the bytes of inputs and outputs, over this GPU's peaks."""
@@ -399,8 +403,7 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
         session.warm_up(command.seeds, command.fed)
         send_model(conn, Reply(ok=True))
     elif command.op == "settle":
-        session.settle()
-        send_model(conn, Reply(ok=True))
+        send_model(conn, Reply(ok=True, elapsed_ms=session.settle()))
     elif command.op == "math":
         set_math_flags(session.default_math if command.default_math else STRICT_FP32)
         session.release()  # another algorithm's workspace is not kept beside this one's

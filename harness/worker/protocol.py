@@ -109,7 +109,8 @@ class Command(BaseModel):
     sizes: dict[str, int] | None = None  # trial: other values for the problem's input-size constants
     profile: bool = False  # timed: run this call under the profiler
     default_math: bool = False  # math (reference only): PyTorch's default math flags instead of strict fp32
-    # settle: no fields; on a GPU, one tiny kernel run to completion (see judge/timer.py)
+    # settle: no fields; on a GPU, tiny kernels run to completion (see judge/timer.py), the fastest
+    # round trip answered as elapsed_ms (judge/reference.py: whether another context holds the GPU)
 
 
 # What a worker may say about an exception (it truncates to these; more breaks the protocol).
@@ -182,7 +183,7 @@ class Reply(BaseModel):
     # trial: the inputs after forward, to catch mutation; inputs: the inputs of its seed (None: not
     # only contiguous CPU tensors, so they cannot be fed)
     inputs: list[TensorRef] | None = Field(default=None, max_length=MAX_TENSORS)
-    elapsed_ms: CallMillis | None = None  # timed: the worker's own clock around forward
+    elapsed_ms: CallMillis | None = None  # timed: the worker's own clock around forward; settle: see Command
     profile: Profile | None = None  # timed with profile
     floor: HardwareFloor | None = None
     threads_alive: int = 0  # Python threads besides the main one after the command

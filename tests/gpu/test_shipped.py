@@ -222,6 +222,22 @@ def test_spinners_left_for_the_recalibration_gain_nothing(gpu_tricks):
         assert vouched_ms(forged) > vouched_ms(honest) / 1.5, (vouched_ms(forged), vouched_ms(honest))
 
 
+def test_gpu_work_left_for_the_recalibration_gains_nothing(gpu_tricks):
+    """Kernels a candidate leaves running when its processes are stopped are time-sliced with the
+    reference's recalibration calls: the reference waits for them to end (forged_background.py:
+    forged_fast.py's lie with a spinning kernel kept queued), and a candidate whose kernel does not
+    end within the wait is rejected untimed (busy_while_stopped.py)."""
+    forged, honest = gpu_tricks["relu/forged_background.py"], gpu_tricks["relu/honest_twin.py"]
+    print(forged["status"], forged["evidence"], forged["timing_bound"])
+    assert forged["status"] in ("ok", "rejected"), (forged["status"], forged["error"])
+    if forged["status"] == "ok":
+        assert vouched_ms(forged) > vouched_ms(honest) / 1.5, (vouched_ms(forged), vouched_ms(honest))
+    else:
+        assert "busy_while_stopped" not in forged["flags"], forged["error"]  # its kernels end within the wait
+    busy = gpu_tricks["relu/busy_while_stopped.py"]
+    assert busy["status"] == "rejected" and busy["flags"] == ["busy_while_stopped"], (busy["status"], busy["error"])
+
+
 def test_an_output_described_past_its_allocation_is_a_broken_message(gpu_tricks):
     """Refused before anything is read: the parent's CUDA context survives it, so the candidates
     after it in the same run (side_stream.py, same_stream.py) are judged as usual."""

@@ -7,8 +7,9 @@ import pytest
 
 import torch
 
+from harness.judge import candidate as candidate_module
 from harness.judge.candidate import CandidateRun, _copied
-from harness.records import EvalConfig
+from harness.records import EvalConfig, Flag, Status, Verdict
 from harness.worker.protocol import Reply
 
 
@@ -19,9 +20,11 @@ class Stop(Exception):
 class Recording:
     """Stands in for a worker or the reference runner, noting in `events` what it was asked."""
 
-    def __init__(self, name: str, events: list):
+    def __init__(self, name: str, events: list, idle: list[bool] | None = None):
+        """`idle`: the reference's answers to idle checks, in order."""
         self.name, self.events, self.pid = name, events, 1
         self.budget_left = 0  # the reference's memory budget for checked outputs
+        self.idle = idle or []
 
     def request(self, command, phase):
         self.events.append((self.name, command.op))
@@ -31,6 +34,16 @@ class Recording:
 
     def recalibrate(self):
         self.events.append((self.name, "recalibrate"))
+
+    def device_idle_within(self, wait_s):
+        self.events.append((self.name, f"idle within {wait_s:g} s"))
+        return self.idle.pop(0)
+
+    @contextlib.contextmanager
+    def stopped_all(self, purpose):
+        self.events.append((self.name, "stopped"))
+        yield
+        self.events.append((self.name, "resumed"))
 
     def output_like(self):
         return []
@@ -42,20 +55,60 @@ class Recording:
         return feed
 
 
+def timing_phase(device: str, events: list, idle: list[bool] | None = None) -> tuple[CandidateRun, Recording]:
+    run = CandidateRun.__new__(CandidateRun)  # only the timing phase runs
+    run.config, run.rng = EvalConfig(device=device), random.Random(0)
+    run.quiet = lambda pids: contextlib.nullcontext()
+    run.reference = Recording("reference", events, idle)
+    run.reference.worker = run.reference
+    return run, Recording("candidate", events)
+
+
 def test_the_candidate_warms_up_right_before_its_first_timed_call():
     """After a pause (the reference's recalibration) the CPU gives a worker the memory it freed
     back slowly: its warm-up comes after that pause, not before it. Each call's inputs are made
     by the reference just before it (on the CPU they are fed)."""
     events: list = []
-    run = CandidateRun.__new__(CandidateRun)  # only the timing phase runs
-    run.config, run.rng = EvalConfig(device="cpu"), random.Random(0)
-    run.quiet = lambda pids: contextlib.nullcontext()
-    run.reference = Recording("reference", events)
-    run.reference.worker = run.reference
+    run, worker = timing_phase("cpu", events)
     with pytest.raises(Stop):
-        run._time(Recording("candidate", events), None)
+        run._time(worker, None)
     assert events == [("reference", "recalibrate"), ("reference", "inputs"), ("candidate", "warmup"),
                       ("reference", "inputs"), ("candidate", "timed")]
+
+
+def test_on_a_gpu_the_reference_recalibrates_with_the_candidate_stopped_and_the_device_idle_around_it():
+    """A kernel the candidate queued runs on when its processes stop: the reference waits for it
+    to end, and checks after its calls that none ran meanwhile."""
+    events: list = []
+    run, worker = timing_phase("cuda", events, idle=[True, True])
+    with pytest.raises(Stop):
+        run._time(worker, None)
+    wait = f"idle within {candidate_module.IDLE_WAIT_S:g} s"
+    assert events[:5] == [("candidate", "stopped"), ("reference", wait), ("reference", "recalibrate"),
+                          ("reference", "idle within 0 s"), ("candidate", "resumed")]
+    assert ("candidate", "warmup") in events[5:] and events[-1] == ("candidate", "timed")
+
+
+def test_gpu_work_that_never_ends_while_the_candidate_is_stopped_rejects_it_untimed():
+    events: list = []
+    run, worker = timing_phase("cuda", events, idle=[False])
+    verdict = run._time(worker, None)
+    assert isinstance(verdict, Verdict) and verdict.status is Status.rejected
+    assert verdict.flags == [Flag.busy_while_stopped] and "over 0.1 s" in verdict.error
+    assert ("reference", "recalibrate") not in events and events[-1] == ("candidate", "resumed")
+
+
+def test_gpu_work_found_after_the_recalibration_makes_it_count_again_once():
+    for idle, recalibrations, status in (([True, False, True, True], 2, None),
+                                         ([True, False, True, False], 2, Status.rejected)):
+        events: list = []
+        run, worker = timing_phase("cuda", events, idle=list(idle))
+        try:
+            verdict = run._time(worker, None)
+        except Stop:
+            verdict = None
+        assert events.count(("reference", "recalibrate")) == recalibrations
+        assert (verdict.status if verdict else None) is status
 
 
 def test_checked_outputs_are_copied_into_the_room_made_before_timing_while_it_lasts():
