@@ -37,6 +37,9 @@ SECOND_LOOK_CALLS = 6  # profiled calls more, when the first ones were slower th
 # leaves none: its worker synchronizes the device before each reply).
 IDLE_WAIT_S = 0.1
 RECALIBRATION_ATTEMPTS = 2
+# Then whose work it is: the candidate's if the GPU is idle within this once its processes are
+# killed, else something outside the run's.
+TEARDOWN_WAIT_S = 1.0
 SPARE_COPIES = 4  # CPU: room made before timing for this many checked calls' outputs (5 calls check 2.5 on average)
 
 
@@ -226,6 +229,7 @@ class CandidateRun:
         the reference's calls stops it already, with every other worker of the run."""
         if self.config.device == "cpu":
             return self.reference.recalibrate()
+        # No other worker of the run holds a context on the lane's GPU now (spares boot without CUDA).
         with worker.stopped_all("the reference's recalibration"):
             for _ in range(RECALIBRATION_ATTEMPTS):
                 if not self.reference.device_idle_within(IDLE_WAIT_S):
@@ -233,7 +237,10 @@ class CandidateRun:
                 recalibration = self.reference.recalibrate()
                 if self.reference.device_idle_within(0):
                     return recalibration
-        return verdicts.busy_while_stopped(IDLE_WAIT_S)
+            worker.kill()  # its CUDA context, and whatever it queued there, go with its processes
+        if self.reference.device_idle_within(TEARDOWN_WAIT_S):
+            return verdicts.busy_while_stopped(IDLE_WAIT_S)
+        return verdicts.gpu_shared()
 
     def _spare_copies(self) -> list[list[torch.Tensor]]:
         """On the CPU, room for the first checked calls' outputs, made (its pages touched) before

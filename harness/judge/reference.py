@@ -51,8 +51,9 @@ UNTIMED_CALLS, SURELY_FASTER_CALLS = 1, 8
 # under 1.1 (layernorm, bias+GELU, maxpool, sum).
 SECOND_LOOK_ABOVE_FASTEST = 1.25
 # The GPU runs one process's context at a time: while another process's context has work queued
-# there, the reference's tiny kernels wait for a time slice (the fastest of four round trips took
-# 2.4 ms on an H100, against 0.013 ms with nothing else running). Above this, the GPU is not idle.
+# there, the reference's tiny kernels wait for a time slice (2.4 ms per round trip on an H100,
+# against 0.013 ms with nothing else running; one slips through where another process's kernels
+# leave a gap). The GPU is idle when none of four round trips in a row takes longer than this.
 IDLE_ROUND_TRIP_MS = 0.5
 IDLE_POLL_S = 0.01
 # Held around every timing window with the launcher pids being timed (schedule/quiet.py).

@@ -159,6 +159,12 @@ def busy_while_stopped(wait_s: float) -> Verdict:
                      "reference's recalibration: it would slow the reference's calls there and widen its own timing bound")
 
 
+def gpu_shared() -> Verdict:
+    return Verdict(status=Status.skipped, phase=Phase.timing,
+                   error="not timed: the GPU kept running work from outside this run after the candidate's processes "
+                         "were gone; timings beside it would mean nothing (the harness needs a GPU of its own)")
+
+
 def of_trial(check: CheckResult, changed_inputs: list[int], trial: int, trials: int, init_differs: bool,
              atol: float) -> Verdict | None:
     """One correctness trial: inputs must come back unchanged, outputs must match."""

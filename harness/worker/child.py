@@ -35,7 +35,7 @@ from .confine import not_dumpable
 from .protocol import (MAX_LINE_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS, MAX_SOURCE_CHARS, MAX_TENSORS,
                        MAX_TRACEBACK_LINES, Command, CommitBuffer, Failure, FeedFile, GeneratedSource, HardwareFloor, KernelTime, ParamDigest, Peaks,
                        Profile, Reply, TensorRef, WorkerJob, describe, send_model)
-from .timing import fastest_round_trip_ms, flush_buffer, measure_peaks, time_call
+from .timing import flush_buffer, measure_peaks, slowest_round_trip_ms, time_call
 
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # torch.utils.cpp_extension's message for a failed build, naming the extension; its build dir
@@ -314,12 +314,12 @@ class Session:
         """Make this process's GPU context the running one again (tiny kernels), after the
         parent's copy of a checked output ran in its own: the switch back costs the next call
         about 0.2 ms otherwise (H100), outside the reported time but inside the parent's clock.
-        Answers the fastest of their round trips: how long this context waits for the GPU."""
+        Answers the slowest of their round trips: how long this context waits for the GPU."""
         if self.job.device != "cuda":
             return None
-        fastest = fastest_round_trip_ms(SETTLE_ROUND_TRIPS)
+        slowest = slowest_round_trip_ms(SETTLE_ROUND_TRIPS)
         self.synchronize()  # a failed launch surfaces here
-        return fastest
+        return slowest
 
     def hardware_floor(self, seed: int) -> HardwareFloor:
         """FLOPs (torch's flop counter) and the bytes of inputs and outputs, over this GPU's peaks."""

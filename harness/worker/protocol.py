@@ -109,7 +109,7 @@ class Command(BaseModel):
     sizes: dict[str, int] | None = None  # trial: other values for the problem's input-size constants
     profile: bool = False  # timed: run this call under the profiler
     default_math: bool = False  # math (reference only): PyTorch's default math flags instead of strict fp32
-    # settle: no fields; on a GPU, tiny kernels run to completion (see judge/timer.py), the fastest
+    # settle: no fields; on a GPU, tiny kernels run to completion (see judge/timer.py), the slowest
     # round trip answered as elapsed_ms (judge/reference.py: whether another context holds the GPU)
 
 

@@ -10,7 +10,6 @@ this is trusted: the parent holds every reported time against its own clock (jud
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Callable
 from typing import ContextManager
@@ -61,20 +60,21 @@ def time_call(call: Callable[[], object], flush: torch.Tensor | None,
     return _event_elapsed_ms(start, end)
 
 
-def fastest_round_trip_ms(calls: int) -> float:
-    """The fastest of `calls` tiny kernels' round trips (launch to device-wide synchronize), in ms:
-    how long this context waits for the GPU. 0.013 ms on an H100 nothing else uses; a time slice
-    (2.4 ms) while another process's context has work queued there, as the GPU runs one process's
-    context at a time."""
+def slowest_round_trip_ms(calls: int) -> float:
+    """The slowest of `calls` tiny kernels' round trips one after another (launch to device-wide
+    synchronize), in ms: how long this context waits for the GPU. 0.013 ms on an H100 nothing else
+    uses; a time slice (2.4 ms) while another process's context has work queued there, as the GPU
+    runs one process's context at a time. One may slip through in a gap between another process's
+    kernels, all of them only when it has none."""
     one = torch.zeros(1, device="cuda")
     _device_synchronize()
-    fastest = math.inf
+    slowest = 0.0
     for _ in range(calls):
         begin = _perf_counter_ns()
         one.add_(1)
         _device_synchronize()
-        fastest = min(fastest, _perf_counter_ns() - begin)
-    return max(fastest / 1e6, 1e-6)
+        slowest = max(slowest, _perf_counter_ns() - begin)
+    return max(slowest / 1e6, 1e-6)
 
 
 def measure_peaks() -> tuple[float, float]:

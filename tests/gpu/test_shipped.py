@@ -1,6 +1,9 @@
 """On a CUDA machine: the shipped candidates get the verdicts documented in the README."""
 
 import json
+import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -236,6 +239,35 @@ def test_gpu_work_left_for_the_recalibration_gains_nothing(gpu_tricks):
         assert "busy_while_stopped" not in forged["flags"], forged["error"]  # its kernels end within the wait
     busy = gpu_tricks["relu/busy_while_stopped.py"]
     assert busy["status"] == "rejected" and busy["flags"] == ["busy_while_stopped"], (busy["status"], busy["error"])
+
+
+SPINNER = """
+import torch
+torch.cuda._sleep(1000)
+torch.cuda.synchronize()
+print("spinning", flush=True)
+while True:
+    torch.cuda._sleep(200_000_000)
+    torch.cuda.synchronize()
+"""
+
+
+def test_gpu_work_from_outside_the_run_is_not_blamed_on_the_candidate(tmp_path):
+    """A process outside the run keeps a kernel spinning on the GPU throughout: the busy GPU
+    outlasts the candidate's processes, so the honest candidate is skipped, not rejected."""
+    (tmp_path / "c" / "relu").mkdir(parents=True)
+    shutil.copy(DATA / "gpu_integrity" / "relu" / "honest_twin.py", tmp_path / "c" / "relu")
+    spinner = subprocess.Popen([sys.executable, "-c", SPINNER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert spinner.stdout.readline().strip() == "spinning"
+        assert main(["eval", str(tmp_path / "c"), "--problems", str(REPO / "problems"), "--out", str(tmp_path / "out"),
+                     "--device", "cuda", "--trials", "20", "--db", str(tmp_path / "h.db"),
+                     "--build-dir", str(tmp_path / "b")]) == 0
+    finally:
+        spinner.kill()
+        spinner.wait()
+    result = json.loads((tmp_path / "out" / "results.jsonl").read_text())
+    assert result["status"] == "skipped" and "outside this run" in result["error"], (result["status"], result["error"])
 
 
 def test_an_output_described_past_its_allocation_is_a_broken_message(gpu_tricks):

@@ -39,6 +39,9 @@ class Recording:
         self.events.append((self.name, f"idle within {wait_s:g} s"))
         return self.idle.pop(0)
 
+    def kill(self):
+        self.events.append((self.name, "killed"))
+
     @contextlib.contextmanager
     def stopped_all(self, purpose):
         self.events.append((self.name, "stopped"))
@@ -89,25 +92,34 @@ def test_on_a_gpu_the_reference_recalibrates_with_the_candidate_stopped_and_the_
     assert ("candidate", "warmup") in events[5:] and events[-1] == ("candidate", "timed")
 
 
-def test_gpu_work_that_never_ends_while_the_candidate_is_stopped_rejects_it_untimed():
+def test_gpu_work_that_outlasts_the_wait_while_the_candidate_is_stopped_rejects_it_untimed():
+    """Its work, if killing it leaves the GPU idle."""
     events: list = []
-    run, worker = timing_phase("cuda", events, idle=[False])
+    run, worker = timing_phase("cuda", events, idle=[False, True])
     verdict = run._time(worker, None)
     assert isinstance(verdict, Verdict) and verdict.status is Status.rejected
     assert verdict.flags == [Flag.busy_while_stopped] and "over 0.1 s" in verdict.error
-    assert ("reference", "recalibrate") not in events and events[-1] == ("candidate", "resumed")
+    assert ("reference", "recalibrate") not in events
+    assert events[-3:] == [("candidate", "killed"), ("candidate", "resumed"),
+                           ("reference", f"idle within {candidate_module.TEARDOWN_WAIT_S:g} s")]
+
+
+def test_gpu_work_that_goes_on_once_the_candidate_is_killed_is_not_blamed_on_it():
+    events: list = []
+    run, worker = timing_phase("cuda", events, idle=[False, False])
+    verdict = run._time(worker, None)
+    assert verdict.status is Status.skipped and "outside this run" in verdict.error and not verdict.flags
 
 
 def test_gpu_work_found_after_the_recalibration_makes_it_count_again_once():
-    for idle, recalibrations, status in (([True, False, True, True], 2, None),
-                                         ([True, False, True, False], 2, Status.rejected)):
+    for idle, status in (([True, False, True, True], None), ([True, False, True, False, True], Status.rejected)):
         events: list = []
         run, worker = timing_phase("cuda", events, idle=list(idle))
         try:
             verdict = run._time(worker, None)
         except Stop:
             verdict = None
-        assert events.count(("reference", "recalibrate")) == recalibrations
+        assert events.count(("reference", "recalibrate")) == 2
         assert (verdict.status if verdict else None) is status
 
 
