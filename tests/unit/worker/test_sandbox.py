@@ -16,8 +16,8 @@ from harness.worker import confine, processes
 from harness.worker.launch import BOOTSTRAP
 from harness.worker.parent import Watchdog
 from harness.worker.sandbox import (CANONICAL_SCRATCH, PACKAGE_DIR, Confinement, SandboxPolicy, SandboxUnavailable,
-                                    confinement, decide_policy, mount_point, python_path, readable_paths,
-                                    works)
+                                    confinement, decide_policy, device_nodes, mount_point, python_path,
+                                    readable_paths, works)
 
 LIMITS = Limits(host_memory=1 << 30)
 FULL = SandboxPolicy(mode=SandboxMode.auto, landlock_abi=7, namespaces=True, limits=LIMITS)
@@ -49,6 +49,37 @@ def test_a_worker_that_sees_a_gpu_keeps_the_host_pid_namespace(tmp_path):
     """CUDA's IPC handles do not cross PID namespaces."""
     gpu = rules(tmp_path, sees_gpu=True)
     assert not gpu.pid_namespace and gpu.namespaces
+
+
+def fake_dev(tmp_path, *gpus: int) -> Path:
+    """A /dev with the NVIDIA driver's nodes for `gpus` (regular files standing in for them)."""
+    dev = tmp_path / "dev"
+    (dev / "shm").mkdir(parents=True)
+    names = ["null", "zero", "urandom"] + (["nvidiactl", "nvidia-uvm"] if gpus else []) + [f"nvidia{g}" for g in gpus]
+    for name in names:
+        (dev / name).write_text("")
+    return dev
+
+
+def test_a_worker_that_sees_no_gpu_may_open_none_of_the_nvidia_drivers_nodes(tmp_path):
+    """A build worker imports a candidate while the lanes time others on their GPUs."""
+    dev = fake_dev(tmp_path, 0, 1)
+    nodes = {Path(p).name for p in device_nodes(False, None, str(dev))}
+    assert nodes == {"null", "zero", "urandom", "shm"}
+
+
+def test_a_worker_that_sees_a_gpu_may_open_that_gpus_node_and_no_other(tmp_path):
+    dev = fake_dev(tmp_path, 0, 1)
+    nodes = {Path(p).name for p in device_nodes(True, str(dev / "nvidia1"), str(dev))}
+    assert nodes == {"null", "zero", "urandom", "shm", "nvidiactl", "nvidia-uvm", "nvidia1"}
+    assert device_nodes(True, None, str(dev)) == [str(dev)]  # its GPU's node not known: all of them
+
+
+def test_without_the_nvidia_drivers_nodes_all_of_dev_is_usable(tmp_path):
+    dev = fake_dev(tmp_path)
+    assert device_nodes(False, None, str(dev)) == device_nodes(True, None, str(dev)) == [str(dev)]
+    assert "gpu_nodes_limited" not in Confinement(landlock_abi=7, device=["/dev"]).protections()
+    assert "gpu_nodes_limited" in Confinement(landlock_abi=7, device=["/dev/null", "/dev/nvidia1"]).protections()
 
 
 def test_reads_cover_python_and_the_harness_but_not_home_or_tmp(tmp_path):
@@ -121,6 +152,23 @@ def test_landlock_allows_writes_only_where_told(tmp_path):
     """, tmp_path)
     assert done.stdout.strip() == "denied", done.stderr
     assert (tmp_path / "mine" / "ok").exists() and (tmp_path / "theirs").read_text() == "untouched"
+
+
+@needs_landlock
+def test_landlock_keeps_a_worker_off_the_gpu_nodes_it_is_not_given(tmp_path):
+    dev = fake_dev(tmp_path, 0, 1)
+    allowed = device_nodes(True, str(dev / "nvidia1"), str(dev))
+    done = run_confined(f"""
+        confine.landlock(confine.landlock_abi(), [(p, confine.DEVICE) for p in {allowed!r}]
+                         + [(p, confine.READ) for p in ("/usr", "/lib", "/lib64", "/etc", sys.base_prefix)])
+        for name in ("nvidia1", "nvidiactl", "nvidia0"):
+            try:
+                open({str(dev)!r} + "/" + name, "r+").close()
+                print(name, "opened")
+            except PermissionError:
+                print(name, "denied")
+    """, tmp_path)
+    assert done.stdout.split("\n")[:3] == ["nvidia1 opened", "nvidiactl opened", "nvidia0 denied"], done.stderr
 
 
 @pytest.mark.skipif(not works(Confinement(namespaces=True, pid_namespace=True, workdir=mount_point(),
