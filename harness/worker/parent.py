@@ -15,7 +15,6 @@ import enum
 import fcntl
 import mmap
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -70,24 +69,10 @@ class Placement(BaseModel):
     where it reads the harness's bytecode, where the harness keeps any (worker/bytecode.py)."""
 
     gpu: int | None = None
-    gpu_node: str | None = None  # that GPU's device node, where known: the only GPU node its workers may open
     cpus: list[int] | None = None
     env: dict[str, str] = {}
     bytecode: Path | None = None
     sandbox: SandboxPolicy = Field(default_factory=lambda: SandboxPolicy(mode=SandboxMode.off, limits=default_limits()))
-
-
-def gpu_device_node(index: int) -> str | None:
-    """/dev/nvidia<minor> of this process's GPU `index` (the driver numbers its nodes in its own
-    order, which CUDA's need not follow), found by its PCI address; None where that cannot be read."""
-    props = torch.cuda.get_device_properties(index)
-    try:
-        address = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-        information = Path(f"/proc/driver/nvidia/gpus/{address}/information").read_text()
-    except (AttributeError, OSError):
-        return None
-    minor = re.search(r"Device Minor:\s*(\d+)", information)
-    return f"/dev/nvidia{minor.group(1)}" if minor else None
 
 
 class StopReason(str, enum.Enum):
@@ -305,7 +290,7 @@ class Worker:
         self.scratch, run_dir = _scratch_dir(role, placement.env)
         self.sees_gpu = device == "cuda" and role != "build"
         self.confinement = confinement(placement.sandbox, self.scratch, sees_gpu=self.sees_gpu, env=placement.env,
-                                       key_dir=key_dir, bytecode=placement.bytecode, gpu_node=placement.gpu_node)
+                                       key_dir=key_dir, bytecode=placement.bytecode)
         self.confinement = self.confinement.model_copy(update={"boot_cpus": boot_cpus, "run_dir": run_dir})
         self.key_dir = None if self.confinement.namespaces else key_dir
         spec_path = self.scratch / "launch.json"

@@ -7,8 +7,8 @@ Every worker, build, reference and candidate alike, gets:
   directories, the interpreter and its import path, the toolchains); writes only to its own
   scratch dir (working dir, HOME, TMPDIR, Triton's cache) and, for a build worker, its own key
   dir of the build cache; no TCP bind or connect; no signals or abstract unix sockets outside
-  its own domain; device nodes usable but nothing created under /dev, and of the NVIDIA
-  driver's nodes none for a worker that sees no GPU, only its own GPU's for one that sees one.
+  its own domain; device nodes usable but nothing created under /dev, and none of the NVIDIA
+  driver's for a worker that sees no GPU.
 - namespaces (where user namespaces work): its own user, mount, network and IPC namespaces, and,
   for workers that see no GPU, a PID namespace with its own /proc (CUDA's IPC handles do not
   cross PID namespaces). An evaluating worker sees its key dir as a private copy, bind-mounted
@@ -41,7 +41,7 @@ SHM_BYTES = 1 << 30  # a worker's private /dev/shm
 # ever serves as a mount point (each worker mounts its own scratch there, in its own namespace).
 CANONICAL_SCRATCH = f"/tmp/harness-worker-{os.getuid()}"
 DEV = "/dev"
-GPU_NODE = re.compile(r"nvidia\d+")  # one GPU's node; nvidiactl, nvidia-uvm and the like serve them all
+GPU_NODE = re.compile(r"nvidia\d+")  # a GPU's node: where one is, the NVIDIA driver is
 EXTENSIONS = "ext"  # in the scratch dir: torch's extension builds (TORCH_EXTENSIONS_DIR)
 
 
@@ -169,7 +169,7 @@ class Confinement(BaseModel):
             names += ["user_namespace", "network_namespace", "private_build_dir", "private_tmp"]
         names += ["pid_namespace"] if self.pid_namespace else []
         names += ["resource_limits"] if self.rlimits else []
-        names += ["gpu_nodes_limited"] if self.device and self.device != [DEV] else []
+        names += ["no_gpu_nodes"] if self.device and self.device != [DEV] else []
         return names
 
 
@@ -196,31 +196,26 @@ def python_path() -> list[str]:
     return _existing(os.path.abspath(p) for p in sys.path if p)
 
 
-def device_nodes(sees_gpu: bool, gpu_node: str | None, dev: str = DEV) -> list[str]:
-    """The device nodes a worker may use: all of /dev, but where the NVIDIA driver's are there,
-    none of them for a worker that sees no GPU (a build worker imports a candidate while the lanes
-    time others, and could start work on their GPUs), and of the GPUs' own nodes only `gpu_node`
-    for one that sees a GPU (where it is not known, all of them)."""
+def device_nodes(sees_gpu: bool, dev: str = DEV) -> list[str]:
+    """The device nodes a worker may use: all of /dev, but none of the NVIDIA driver's for a worker
+    that sees no GPU: a build worker imports a candidate while the lanes time others, and could
+    start work on their GPUs. (A worker that sees a GPU keeps the others' nodes too: denied one,
+    the CUDA driver did not start at all on the H100 machine; see docs/threat-model.md.)"""
     try:
         names = sorted(os.listdir(dev))
     except OSError:
         return [dev]
-    if (sees_gpu and gpu_node is None) or not any(GPU_NODE.fullmatch(name) for name in names):
+    if sees_gpu or not any(GPU_NODE.fullmatch(name) for name in names):
         return [dev]
-    if sees_gpu:
-        kept = [n for n in names if not GPU_NODE.fullmatch(n) or os.path.join(dev, n) == gpu_node]
-    else:
-        kept = [n for n in names if not n.startswith("nvidia")]
-    return [os.path.join(dev, name) for name in kept]
+    return [os.path.join(dev, name) for name in names if not name.startswith("nvidia")]
 
 
 def confinement(policy: SandboxPolicy, scratch: Path, *, sees_gpu: bool, env: dict[str, str],
-                key_dir: Path | None = None, bytecode: Path | None = None, gpu_node: str | None = None) -> Confinement:
+                key_dir: Path | None = None, bytecode: Path | None = None) -> Confinement:
     """The rules for one worker. With namespaces every worker works in its scratch dir seen at
     CANONICAL_SCRATCH, builds included (their extensions are copied into the cache by the parent),
     so no worker writes the build cache. Without them a worker builds in, or loads from, the key
-    dir it must be given here (`key_dir`), and may write there. It reads `bytecode`, if given;
-    `gpu_node` is the device node of the GPU it sees."""
+    dir it must be given here (`key_dir`), and may write there. It reads `bytecode`, if given."""
     base = Confinement(scratch=str(scratch), workdir=str(scratch), python_path=python_path(),
                        pycache_prefix=str(bytecode) if bytecode else None)
     if policy.mode is SandboxMode.off:
@@ -235,4 +230,4 @@ def confinement(policy: SandboxPolicy, scratch: Path, *, sees_gpu: bool, env: di
     return base.model_copy(update={
         "landlock_abi": policy.landlock_abi, "namespaces": policy.namespaces,
         "pid_namespace": policy.namespaces and not sees_gpu, "workdir": workdir,
-        "read": readable_paths(env) + _existing([base.pycache_prefix]), "write": write, "device": device_nodes(sees_gpu, gpu_node), "rlimits": rlimits})
+        "read": readable_paths(env) + _existing([base.pycache_prefix]), "write": write, "device": device_nodes(sees_gpu), "rlimits": rlimits})

@@ -121,18 +121,15 @@ def test_all_gpus_give_the_verdicts_of_one(tmp_path):
     assert len(used) > 1  # the work really was spread
 
 
-def test_workers_open_no_gpu_but_their_own(tmp_path):
-    """other_gpus.py fails its import where it can open a GPU's device node it was not given: in
-    its build worker (none), or in a lane's worker (its own only), on every GPU of the machine."""
-    (tmp_path / "c" / "relu").mkdir(parents=True)
-    shutil.copy(DATA / "gpu_integrity" / "relu" / "other_gpus.py", tmp_path / "c" / "relu")
-    shutil.copy(DATA / "gpu_integrity" / "relu" / "honest_twin.py", tmp_path / "c" / "relu")
-    assert main(["eval", str(tmp_path / "c"), "--problems", str(REPO / "problems"), "--out", str(tmp_path / "out"),
-                 "--device", "cuda", "--trials", "5", "--db", str(tmp_path / "h.db"), "--build-dir", str(tmp_path / "b")]) == 0
-    results = {r["candidate"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
-    probe = results["relu/other_gpus.py"]
+def test_a_build_worker_opens_no_gpu(tmp_path):
+    """gpu_from_build.py stays in its build until the deadline where a worker that sees no GPU (its
+    build worker, which imports it while the lanes time others) can open one of the NVIDIA
+    driver's nodes: a timeout then, ok when it cannot."""
+    assert main(["eval", str(DATA / "gpu_sandbox"), "--problems", str(REPO / "problems"), "--out", str(tmp_path / "out"),
+                 "--device", "cuda", "--trials", "5", "--build-timeout", "30", "--db", str(tmp_path / "h.db"),
+                 "--build-dir", str(tmp_path / "b")]) == 0
+    probe = json.loads((tmp_path / "out" / "results.jsonl").read_text())
     assert probe["status"] == "ok", (probe["status"], probe["error"])
-    assert all("gpu_nodes_limited" in r["protections"] for r in results.values()), [r["protections"] for r in results.values()]
 
 
 def test_wrong_and_crashing_candidates_on_gpu(tmp_path):
