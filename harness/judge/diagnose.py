@@ -45,6 +45,8 @@ REJECTION_HINTS = {
                             "come from a cache or skipped work; compute it on every call",
     "tampered_results": "write only inside your own working directory; the harness's results are not yours",
     "input_insensitive": "compute the output from the inputs: a constant answer passes only a degenerate tolerance",
+    "busy_while_stopped": "leave no GPU work running once forward has returned (no kernels queued on a stream "
+                          "of your own, no thread launching more): it would slow the harness's own measurements",
 }
 
 

@@ -64,6 +64,8 @@ CASES = {
     "input_mutation": (result(Status.rejected, "forward changed its input(s) [0]", flags=["input_mutation"]), ""),
     "faster_than_hardware": (result(Status.rejected, "median 0.001 ms is below what this GPU can do",
                                     flags=["faster_than_hardware"]), ""),
+    "busy_while_stopped": (result(Status.rejected, "its GPU work ran on for over 0.1 s while its processes were stopped",
+                                  flags=["busy_while_stopped"], phase="timing"), ""),
     "reference_fallback": (result(Status.rejected, "forward computes with PyTorch's own kernels",
                                   flags=["reference_fallback"]), ""),
     "input_insensitive": (result(Status.rejected, "its output was the same for 5 different inputs",
@@ -99,8 +101,8 @@ def test_unchecked_launch_is_only_for_garbage_sized_errors():
 
 def test_each_rejection_flag_gets_its_own_hint():
     hints = {diagnose(*CASES[flag]).hint for flag in ("input_mutation", "faster_than_hardware", "reference_fallback",
-                                                     "input_insensitive")}
-    assert len(hints) == 4 and not any("plain torch.Tensor" in hint for hint in hints)
+                                                     "input_insensitive", "busy_while_stopped")}
+    assert len(hints) == 5 and not any("plain torch.Tensor" in hint for hint in hints)
 
 
 def test_near_miss_names_the_tolerance_it_would_pass_at():
