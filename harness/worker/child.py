@@ -31,7 +31,7 @@ import torch
 from ..inputs.problems import alternative_sizes, load_module, shrink_input_sizes
 from ..records import Phase
 from . import cuda_ipc
-from .confine import not_dumpable
+from .confine import hold_affinity, not_dumpable
 from .protocol import (MAX_LINE_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS, MAX_SOURCE_CHARS, MAX_TENSORS,
                        MAX_TRACEBACK_LINES, Command, CommitBuffer, Failure, FeedFile, GeneratedSource, HardwareFloor, KernelTime, ParamDigest, Peaks,
                        Profile, Reply, TensorRef, WorkerJob, describe, send_model)
@@ -338,10 +338,15 @@ class Session:
 
 
 def pin_to_cpus(cpus: list[int] | None) -> None:
-    """Keep to the cores the parent gave this worker, so builds running beside a GPU evaluation
-    never take the cores its timing needs; size torch's thread pool to match."""
+    """Keep to the cores the parent gave this worker (every thread it has, and those it starts),
+    so builds running beside a GPU evaluation never take the cores its timing needs, and hold it
+    there: from here on nothing in it may move (confine.hold_affinity). Size torch's thread pool
+    to match."""
     if cpus:
-        os.sched_setaffinity(0, set(cpus))
+        for thread in os.listdir("/proc/self/task"):
+            with contextlib.suppress(ProcessLookupError):  # a thread that has ended meanwhile
+                os.sched_setaffinity(int(thread), set(cpus))
+        hold_affinity()
         torch.set_num_threads(len(set(cpus)))
 
 

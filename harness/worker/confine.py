@@ -1,4 +1,5 @@
-"""The kernel's confinement, through ctypes and nothing else: Landlock, namespaces, resource limits.
+"""The kernel's confinement, through ctypes and nothing else: Landlock, namespaces, resource limits,
+and a seccomp filter that keeps a pinned worker on its cores.
 
 Imported by a worker's launcher before anything else (no torch, no candidate code yet), so it
 must stay light: the standard library only.
@@ -7,7 +8,9 @@ must stay light: the standard library only.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
+import platform
 import resource
 import signal
 
@@ -53,6 +56,15 @@ PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
+
+# seccomp: per machine, each ABI's (audit arch, sched_setaffinity's number), and seccomp's own number.
+AFFINITY_CALLS = {"x86_64": ([(0xC000003E, 203), (0x40000003, 241)], 317),  # x86-64 (and x32), i386
+                  "aarch64": ([(0xC00000B7, 122)], 277)}
+X32_BIT = 0x40000000  # x32's syscalls are x86-64's with this bit set
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+BPF_LD_ABS, BPF_AND, BPF_JEQ, BPF_RET = 0x20, 0x54, 0x15, 0x06  # with BPF_W and BPF_K where they apply
+SECCOMP_DATA_NR, SECCOMP_DATA_ARCH = 0, 4  # offsets in struct seccomp_data
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -186,6 +198,44 @@ def not_dumpable() -> None:
     """Other processes of this user may not read this one's memory or environment through /proc
     or ptrace."""
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _affinity_filter(calls: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+    """A BPF program: EPERM for sched_setaffinity under each (audit arch, number), all else allowed."""
+    program: list[tuple[int, int, int, int]] = []
+    for position, (arch, number) in enumerate(calls):
+        after = 5 * (len(calls) - position - 1)  # the instructions of the pairs after this one
+        program += [(BPF_LD_ABS, 0, 0, SECCOMP_DATA_ARCH),
+                    (BPF_JEQ, 0, 3, arch),  # another ABI: on to the next pair
+                    (BPF_LD_ABS, 0, 0, SECCOMP_DATA_NR),
+                    (BPF_AND, 0, 0, ~X32_BIT & 0xFFFFFFFF),
+                    (BPF_JEQ, after + 1, 0, number)]  # to the EPERM at the end
+    return program + [(BPF_RET, 0, 0, SECCOMP_RET_ALLOW), (BPF_RET, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM)]
+
+
+def hold_affinity() -> bool:
+    """From now on no thread of this process, and no process it starts, may change the cores it
+    runs on: sched_setaffinity fails with EPERM (a candidate pinned to a lane's core could move to
+    the cores another lane times on, or a build to a lane's). False where this machine's system
+    call numbers are not known here, or the kernel refused the filter."""
+    known = AFFINITY_CALLS.get(platform.machine())
+    if known is None:
+        return False
+    calls, seccomp = known
+    program = _affinity_filter(calls)
+    filters = (_SockFilter * len(program))(*[_SockFilter(*instruction) for instruction in program])
+    prog = _SockFprog(len(program), filters)
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return False
+    return _libc.syscall(seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(prog)) == 0
 
 
 def set_limits(limits: dict[str, int]) -> None:

@@ -121,15 +121,17 @@ def test_all_gpus_give_the_verdicts_of_one(tmp_path):
     assert len(used) > 1  # the work really was spread
 
 
-def test_a_build_worker_opens_no_gpu(tmp_path):
-    """gpu_from_build.py stays in its build until the deadline where a worker that sees no GPU (its
-    build worker, which imports it while the lanes time others) can open one of the NVIDIA
-    driver's nodes: a timeout then, ok when it cannot."""
+def test_workers_keep_to_their_cores_and_builds_off_the_gpus(tmp_path):
+    """Each candidate of gpu_sandbox/ stays in its build or load until the deadline where it gets
+    out: gpu_from_build.py where its build worker (which imports it while the lanes time others)
+    can open one of the NVIDIA driver's nodes, move_cores.py where any worker can leave the cores
+    it was pinned to. A timeout then, ok when they cannot."""
     assert main(["eval", str(DATA / "gpu_sandbox"), "--problems", str(REPO / "problems"), "--out", str(tmp_path / "out"),
-                 "--device", "cuda", "--trials", "5", "--build-timeout", "30", "--db", str(tmp_path / "h.db"),
-                 "--build-dir", str(tmp_path / "b")]) == 0
-    probe = json.loads((tmp_path / "out" / "results.jsonl").read_text())
-    assert probe["status"] == "ok", (probe["status"], probe["error"])
+                 "--device", "cuda", "--trials", "5", "--build-timeout", "30", "--timeout", "60",
+                 "--db", str(tmp_path / "h.db"), "--build-dir", str(tmp_path / "b")]) == 0
+    results = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert {r["candidate"]: r["status"] for r in results} == {"relu/gpu_from_build.py": "ok", "relu/move_cores.py": "ok"}, \
+        [(r["candidate"], r["status"], r["error"]) for r in results]
 
 
 def test_wrong_and_crashing_candidates_on_gpu(tmp_path):

@@ -147,6 +147,43 @@ def test_landlock_allows_writes_only_where_told(tmp_path):
     assert (tmp_path / "mine" / "ok").exists() and (tmp_path / "theirs").read_text() == "untouched"
 
 
+def test_a_held_worker_moves_to_no_other_core_nor_does_anything_it_starts(tmp_path):
+    """After hold_affinity, sched_setaffinity fails in the thread that held it, in a thread
+    started before, and in a process started after; other calls are untouched."""
+    done = run_confined("""
+        import os, subprocess, threading
+        cores = os.sched_getaffinity(0)
+        tried = threading.Event()
+        results = {}
+
+        def earlier():
+            tried.wait()
+            try:
+                os.sched_setaffinity(0, cores)
+                results["thread"] = "moved"
+            except PermissionError:
+                results["thread"] = "denied"
+
+        thread = threading.Thread(target=earlier)
+        thread.start()
+        print("held", confine.hold_affinity())
+        try:
+            os.sched_setaffinity(0, cores)
+            print("process moved")
+        except PermissionError:
+            print("process denied")
+        tried.set()
+        thread.join()
+        print("thread", results["thread"])
+        child = subprocess.run([sys.executable, "-c", "import os; os.sched_setaffinity(0, os.sched_getaffinity(0))"],
+                               capture_output=True, text=True)
+        print("child", "denied" if "PermissionError" in child.stderr else "moved")
+        print("other calls", os.sched_getaffinity(0) == cores and os.getpid() > 0)
+    """, tmp_path)
+    assert done.stdout.split("\n")[:5] == ["held True", "process denied", "thread denied", "child denied",
+                                           "other calls True"], done.stderr
+
+
 @needs_landlock
 def test_landlock_keeps_a_worker_that_sees_no_gpu_off_the_nvidia_drivers_nodes(tmp_path):
     dev = fake_dev(tmp_path, 0)
