@@ -11,6 +11,7 @@ Each step observes; judge/verdicts.py says what the observation means.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import statistics
 import time
@@ -20,7 +21,8 @@ import torch
 
 from ..builds.cache import BuildOutcome, key_lock
 from ..records import (Candidate, CandidateKind, EvalConfig, Flag, Observations, Phase, Problem, Result, Status, Subject, Verdict)
-from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped
+from ..worker import processes
+from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped, gpu_context_pids
 from ..worker.protocol import Command, ParamDigest, Reply
 from . import verdicts
 from .compare import compare_outputs
@@ -32,14 +34,11 @@ from .timer import Timed, Timer, TimingPlan, timing_bound, timing_stats, vouched
 LOG_TAIL_CHARS = 4000
 TRIAL_SEED_OFFSET = 1000  # trial inputs use seeds apart from the init seed
 SECOND_LOOK_CALLS = 6  # profiled calls more, when the first ones were slower than the profiler explains
-# How long a stopped candidate's GPU work may take to end before the reference's recalibration,
-# and how many recalibrations may find, after them, that some ran meanwhile (an honest candidate
-# leaves none: its worker synchronizes the device before each reply).
+# How long a stopped candidate's GPU work may take to end before the reference's recalibration
+# (an honest candidate leaves none: its worker synchronizes the device before each reply), and
+# how many recalibrations may find the GPU busy after them.
 IDLE_WAIT_S = 0.1
 RECALIBRATION_ATTEMPTS = 2
-# Then whose work it is: the candidate's if the GPU is idle within this once its processes are
-# killed, else something outside the run's.
-TEARDOWN_WAIT_S = 1.0
 SPARE_COPIES = 4  # CPU: room made before timing for this many checked calls' outputs (5 calls check 2.5 on average)
 
 
@@ -223,24 +222,32 @@ class CandidateRun:
         """The reference's recalibration (the per-call overhead the candidate's timing bound
         subtracts) with nothing of the candidate's running. On a GPU its whole tree is stopped
         (processes it left spinning on the lane's core would slow the reference's calls), and the
-        GPU must be free of its work before and after: a kernel it queued runs on when its
-        processes stop, time-sliced with the reference's calls (forged_background.py raised the
-        reference's overhead from 0.7 to 7.4 ms on an H100). On a CPU run the quiet window around
-        the reference's calls stops it already, with every other worker of the run."""
+        GPU must be idle before and after: a kernel it queued runs on when its processes stop,
+        time-sliced with the reference's calls (forged_background.py raised the reference's
+        overhead from 0.7 to 7.4 ms on an H100). On a CPU run the quiet window around the
+        reference's calls stops it already, with every other worker of the run."""
         if self.config.device == "cpu":
             return self.reference.recalibrate()
-        # No other worker of the run holds a context on the lane's GPU now (spares boot without CUDA).
         with worker.stopped_all("the reference's recalibration"):
             for _ in range(RECALIBRATION_ATTEMPTS):
                 if not self.reference.device_idle_within(IDLE_WAIT_S):
-                    break
+                    return verdicts.gpu_shared() if self._outsiders_on_gpu(worker) else \
+                        verdicts.busy_while_stopped(IDLE_WAIT_S)
                 recalibration = self.reference.recalibrate()
                 if self.reference.device_idle_within(0):
                     return recalibration
-            worker.kill()  # its CUDA context, and whatever it queued there, go with its processes
-        if self.reference.device_idle_within(TEARDOWN_WAIT_S):
-            return verdicts.busy_while_stopped(IDLE_WAIT_S)
-        return verdicts.gpu_shared()
+            # Idle before, busy after, every time: not the candidate's work, which cannot start
+            # while its processes are stopped; someone else's, or the reference's own hiccups.
+            return verdicts.gpu_shared() if self._outsiders_on_gpu(worker) else recalibration
+
+    def _outsiders_on_gpu(self, worker: Worker) -> bool:
+        """Whether a process other than the run's own (this one, the reference's tree, the
+        candidate's) holds a context on the lane's GPU, or that cannot be told."""
+        holders = gpu_context_pids(self.placement.gpu)
+        ours = {os.getpid(), *processes.tree(self.reference.worker.pid), *processes.tree(worker.pid)}
+        # This process holds one: where the driver's list lacks it (a PID namespace of a
+        # container), it names no one reliably.
+        return holders is None or os.getpid() not in holders or bool(holders - ours)
 
     def _spare_copies(self) -> list[list[torch.Tensor]]:
         """On the CPU, room for the first checked calls' outputs, made (its pages touched) before

@@ -161,8 +161,9 @@ def busy_while_stopped(wait_s: float) -> Verdict:
 
 def gpu_shared() -> Verdict:
     return Verdict(status=Status.skipped, phase=Phase.timing,
-                   error="not timed: the GPU kept running work from outside this run after the candidate's processes "
-                         "were gone; timings beside it would mean nothing (the harness needs a GPU of its own)")
+                   error="not timed: the GPU was busy while the candidate's processes were stopped, and processes "
+                         "from outside this run hold it too; timings beside them would mean nothing (the harness "
+                         "needs a GPU of its own)")
 
 
 def of_trial(check: CheckResult, changed_inputs: list[int], trial: int, trials: int, init_differs: bool,

@@ -75,6 +75,20 @@ class Placement(BaseModel):
     sandbox: SandboxPolicy = Field(default_factory=lambda: SandboxPolicy(mode=SandboxMode.off, limits=default_limits()))
 
 
+def gpu_context_pids(index: int) -> set[int] | None:
+    """The processes holding a CUDA context on this process's GPU `index`, as the driver lists
+    them (nvidia-smi, by the GPU's PCI address); None where that cannot be asked."""
+    props = torch.cuda.get_device_properties(index)
+    try:
+        address = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        listed = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader", f"--id={address}"],
+                                capture_output=True, text=True, timeout=10)
+    except (AttributeError, OSError, subprocess.TimeoutExpired):
+        return None
+    pids = [line.strip() for line in listed.stdout.splitlines()]
+    return {int(pid) for pid in pids if pid.isdigit()} if listed.returncode == 0 else None
+
+
 class StopReason(str, enum.Enum):
     deadline = "deadline"  # no answer in time: the worker was killed
     died = "died"  # the process ended (a signal, an exit) without answering

@@ -169,7 +169,7 @@ class Confinement(BaseModel):
             names += ["user_namespace", "network_namespace", "private_build_dir", "private_tmp"]
         names += ["pid_namespace"] if self.pid_namespace else []
         names += ["resource_limits"] if self.rlimits else []
-        names += ["no_gpu_nodes"] if self.device and self.device != [DEV] else []
+        names += ["no_gpu_nodes"] if self.landlock_abi and self.device and self.device != [DEV] else []
         return names
 
 
@@ -207,7 +207,9 @@ def device_nodes(sees_gpu: bool, dev: str = DEV) -> list[str]:
         return [dev]
     if sees_gpu or not any(GPU_NODE.fullmatch(name) for name in names):
         return [dev]
-    return [os.path.join(dev, name) for name in names if not name.startswith("nvidia")]
+    # Not its links (stdin, fd...): a rule follows them out of /dev, which the /dev rule never covered.
+    paths = [os.path.join(dev, name) for name in names if not name.startswith("nvidia")]
+    return [path for path in paths if not os.path.islink(path)]
 
 
 def confinement(policy: SandboxPolicy, scratch: Path, *, sees_gpu: bool, env: dict[str, str],

@@ -58,6 +58,7 @@ def fake_dev(tmp_path, *gpus: int) -> Path:
     names = ["null", "zero", "urandom"] + (["nvidiactl", "nvidia-uvm"] if gpus else []) + [f"nvidia{g}" for g in gpus]
     for name in names:
         (dev / name).write_text("")
+    (dev / "stdout").symlink_to("/proc/self/fd/1")
     return dev
 
 
@@ -73,6 +74,7 @@ def test_without_the_nvidia_drivers_nodes_all_of_dev_is_usable(tmp_path):
     assert device_nodes(False, str(dev)) == device_nodes(True, str(dev)) == [str(dev)]
     assert "no_gpu_nodes" not in Confinement(landlock_abi=7, device=["/dev"]).protections()
     assert "no_gpu_nodes" in Confinement(landlock_abi=7, device=["/dev/null", "/dev/zero"]).protections()
+    assert "no_gpu_nodes" not in Confinement(landlock_abi=0, device=["/dev/null", "/dev/zero"]).protections()
 
 
 def test_reads_cover_python_and_the_harness_but_not_home_or_tmp(tmp_path):
