@@ -5,6 +5,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 import types
 
 import pytest
@@ -119,12 +120,21 @@ def test_cpu_tensors_are_written_to_the_commit_buffer_before_they_are_described(
     assert os.pread(buffer.fd, b.nbytes, 64) == (1).to_bytes(8, "little") + (2).to_bytes(8, "little")
 
 
-def test_worker_pins_itself_to_the_cores_it_was_given(monkeypatch):
+def test_worker_pins_every_thread_of_itself_to_the_cores_it_was_given_and_holds_them(monkeypatch):
     pinned = []
-    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: pinned.append(set(cpus)))
+    monkeypatch.setattr(os, "sched_setaffinity", lambda tid, cpus: pinned.append((tid, set(cpus))))
+    monkeypatch.setattr(child_module, "hold_affinity", lambda: pinned.append("held"))  # not this test process
     monkeypatch.setattr(torch, "set_num_threads", lambda n: pinned.append(n))
-    pin_to_cpus([2, 3])
-    assert pinned == [{2, 3}, 2]
+    started = threading.Event()
+    thread = threading.Thread(target=started.wait)
+    thread.start()
+    try:
+        pin_to_cpus([2, 3])
+    finally:
+        started.set()
+        thread.join()
+    assert pinned[-2:] == ["held", 2] and {tid for tid, _ in pinned[:-2]} >= {threading.get_native_id(), thread.native_id}
+    assert all(cpus == {2, 3} for _, cpus in pinned[:-2])
     pinned.clear()
     pin_to_cpus(None)
     assert pinned == []
