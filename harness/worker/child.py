@@ -220,6 +220,7 @@ class Session:
         self.held: list[torch.Tensor] = []  # what the parent may be reading: kept until the next command
         self.timed_model = torch.compile(model) if job.compile_baseline else model
         self.flush = flush_buffer() if job.device == "cuda" else None
+        self.unsummarized: tuple[float, torch.autograd.profiler.profile] | None = None  # the last profiled timed call
 
     def release(self) -> None:
         """Drop the held outputs and hand cached device memory back (outputs can be gigabytes)."""
@@ -286,15 +287,31 @@ class Session:
             last = index == len(seeds) - 1
             inputs = self.given_or_made(seed, fed if last else None)
             call = lambda: self.forward(self.timed_model, inputs)  # noqa: E731
-            self.profiled(call) if last else call()
+            if last:
+                self.profiled(call)
+                self.profile()  # reading the events has first-time costs too
+            else:
+                call()
 
-    def profiled(self, call) -> tuple[float, Profile]:
+    def profiled(self, call) -> float:
+        """Time the call under the profiler; its events are read later (`profile`), after the
+        reply: reading them costs milliseconds more the more events there are (8 ms for 60 CPU
+        operators), which the parent's clock around a profiled call must not count."""
         profiler = new_profiler(self.job.device)
         elapsed = time_call(call, self.flush, lambda: profiler)
-        return elapsed, summarize_profile(profiler.function_events, elapsed)
+        self.unsummarized = (elapsed, profiler)
+        return elapsed
 
-    def timed(self, command: Command) -> tuple[float, list[torch.Tensor], Profile | None]:
-        """One timed call on inputs learned only now: fed, or made from a seed learned now."""
+    def profile(self) -> Profile:
+        """What the last profiled call ran."""
+        if self.unsummarized is None:
+            raise RuntimeError("no profiled call to summarize")
+        (elapsed, profiler), self.unsummarized = self.unsummarized, None
+        return summarize_profile(profiler.function_events, elapsed)
+
+    def timed(self, command: Command) -> tuple[float, list[torch.Tensor]]:
+        """One timed call on inputs learned only now: fed, or made from a seed learned now. A
+        profiled one's profile is asked for next (`profile`)."""
         self.held = []
         inputs = self.given_or_made(command.seed, command.fed)
         self.synchronize()
@@ -304,11 +321,11 @@ class Session:
             with torch.no_grad():
                 holder.append(self.timed_model(*inputs))
 
-        elapsed, profile = self.profiled(call) if command.profile else (time_call(call, self.flush), None)
+        elapsed = self.profiled(call) if command.profile else time_call(call, self.flush)
         self.synchronize()
         outputs = plain_outputs(holder[0])
         self.held = outputs
-        return elapsed, outputs, profile
+        return elapsed, outputs
 
     def settle(self) -> float | None:
         """Make this process's GPU context the running one again (tiny kernels), after the
@@ -409,13 +426,15 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
         send_model(conn, Reply(ok=True))
     elif command.op == "settle":
         send_model(conn, Reply(ok=True, elapsed_ms=session.settle()))
+    elif command.op == "profile":
+        send_model(conn, Reply(ok=True, profile=session.profile()))
     elif command.op == "math":
         set_math_flags(session.default_math if command.default_math else STRICT_FP32)
         session.release()  # another algorithm's workspace is not kept beside this one's
         send_model(conn, Reply(ok=True))
     elif command.op == "timed":
-        elapsed, outputs, profile = session.timed(command)
-        send_model(conn, Reply(ok=True, elapsed_ms=elapsed, outputs=describe(outputs, session.buffer), profile=profile,
+        elapsed, outputs = session.timed(command)
+        send_model(conn, Reply(ok=True, elapsed_ms=elapsed, outputs=describe(outputs, session.buffer),
                                threads_alive=threads_alive()))
         if session.job.device != "cuda":
             # In the commit buffer now: freed after the reply rather than inside the next timed
@@ -427,7 +446,7 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
 
 
 COMMAND_PHASES = {"trial": Phase.correctness, "inputs": Phase.timing, "warmup": Phase.timing, "timed": Phase.timing,
-                  "settle": Phase.timing, "floor": Phase.profile, "math": Phase.timing}
+                  "profile": Phase.timing, "settle": Phase.timing, "floor": Phase.profile, "math": Phase.timing}
 
 
 def serve(conn: Connection, session: Session) -> None:

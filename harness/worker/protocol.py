@@ -100,14 +100,14 @@ class TensorRef(BaseModel):
 
 
 class Command(BaseModel):
-    op: Literal["boot", "job", "trial", "inputs", "warmup", "timed", "settle", "floor", "math", "exit"]
+    op: Literal["boot", "job", "trial", "inputs", "warmup", "timed", "profile", "settle", "floor", "math", "exit"]
     job: WorkerJob | None = None  # job: what to load
     # boot (before the job, no reply): import what loading a reference needs while booting
     seed: int = 0  # trial, inputs, timed, floor: the inputs are the problem's get_inputs() after this seed
     fed: list[TensorRef] | None = None  # timed, warmup's last call (CPU): the inputs, in the worker's feed file
     seeds: list[int] = []  # warmup: one untimed call per seed
     sizes: dict[str, int] | None = None  # trial: other values for the problem's input-size constants
-    profile: bool = False  # timed: run this call under the profiler
+    profile: bool = False  # timed: run this call under the profiler (its profile is asked for next: `profile`)
     default_math: bool = False  # math (reference only): PyTorch's default math flags instead of strict fp32
     # settle: no fields; on a GPU, tiny kernels run to completion (see judge/timer.py), the slowest
     # round trip answered as elapsed_ms (judge/reference.py: whether another context holds the GPU)
@@ -184,7 +184,7 @@ class Reply(BaseModel):
     # only contiguous CPU tensors, so they cannot be fed)
     inputs: list[TensorRef] | None = Field(default=None, max_length=MAX_TENSORS)
     elapsed_ms: CallMillis | None = None  # timed: the worker's own clock around forward; settle: see Command
-    profile: Profile | None = None  # timed with profile
+    profile: Profile | None = None  # profile: what the last profiled timed call ran
     floor: HardwareFloor | None = None
     threads_alive: int = 0  # Python threads besides the main one after the command
 
@@ -192,7 +192,7 @@ class Reply(BaseModel):
 REPLY = TypeAdapter(Reply)
 # What a successful reply to each command must carry; anything else is a broken (or forged) message.
 REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs"), "inputs": (), "warmup": (),
-                   "timed": ("elapsed_ms", "outputs"), "settle": (), "floor": ("floor",), "math": ()}
+                   "timed": ("elapsed_ms", "outputs"), "profile": ("profile",), "settle": (), "floor": ("floor",), "math": ()}
 
 
 def fits(command: Command, reply: Reply) -> bool:

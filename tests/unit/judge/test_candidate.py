@@ -11,7 +11,8 @@ import torch
 from harness.judge import candidate as candidate_module
 from harness.judge.candidate import CandidateRun, _copied
 from harness.records import EvalConfig, Flag, Status, Verdict
-from harness.worker.protocol import Reply
+from harness.judge.timer import Timed
+from harness.worker.protocol import Profile, Reply
 
 
 class Stop(Exception):
@@ -35,6 +36,10 @@ class Recording:
 
     def recalibrate(self):
         self.events.append((self.name, "recalibrate"))
+
+    def profiled_now(self, calls):
+        self.events.append((self.name, f"{calls} profiled calls"))
+        return self.now
 
     def device_idle_within(self, wait_s):
         self.events.append((self.name, f"idle within {wait_s:g} s"))
@@ -88,6 +93,49 @@ def test_on_a_gpu_the_reference_recalibrates_with_the_candidate_stopped_and_the_
     assert events[:5] == [("candidate", "stopped"), ("reference", wait), ("reference", "recalibrate"),
                           ("reference", "idle within 0 s"), ("candidate", "resumed")]
     assert ("candidate", "warmup") in events[5:] and events[-1] == ("candidate", "timed")
+
+
+def profile_check(idle: list[bool]) -> tuple[CandidateRun, Recording, list]:
+    """A run whose reference paid 0.2 ms for the profiler when it was timed (two operators), and
+    pays 2 ms now; its candidate's profiled calls are to be judged."""
+    events: list = []
+    run, worker = timing_phase("cuda", events, idle=idle)
+    run.reference.timed = Timed(wall_ms=[1.0] * 5, profiled_wall_ms=[1.2])
+    run.reference.now = Timed(wall_ms=[1.0] * 6, profiled_wall_ms=[3.0] * 6)
+    return run, worker, events
+
+
+def honest_but_watched(profiled_ms: float) -> Timed:
+    """Two operators, 1 ms a call, profiled calls all `profiled_ms`."""
+    return Timed(wall_ms=[1.0] * 9, profiled_wall_ms=[profiled_ms] * 8,
+                 profiles=[Profile(ops=["aten::empty_like", "aten::empty_strided"])] * 8)
+
+
+def test_profiled_calls_slow_only_by_the_profilers_cost_at_the_references_timing_are_not_convicted():
+    """The profiler's own cost moves with the machine: what it costs the reference now, measured
+    with the candidate stopped and the GPU idle around it, decides too."""
+    run, worker, events = profile_check(idle=[True, True])
+    assert run._profiled_too_slow(worker, honest_but_watched(5.3), 2) is None
+    wait = f"idle within {candidate_module.IDLE_WAIT_S:g} s"
+    assert events == [("candidate", "stopped"), ("reference", wait), ("reference", "6 profiled calls"),
+                      ("reference", "idle within 0 s"), ("candidate", "resumed")]
+
+
+def test_profiled_calls_slower_than_the_profiler_costs_now_too_are_convicted():
+    run, worker, _ = profile_check(idle=[True, True])
+    assert "profiled calls took at least 20 ms" in run._profiled_too_slow(worker, honest_but_watched(20.0), 2)
+
+
+def test_a_gpu_busy_around_the_references_profiled_calls_leaves_the_first_answer_standing():
+    for idle in ([False], [True, False]):
+        run, worker, events = profile_check(idle=list(idle))
+        assert "profiled calls took at least 5.3 ms" in run._profiled_too_slow(worker, honest_but_watched(5.3), 2)
+        assert events[-1] == ("candidate", "resumed")
+
+
+def test_profiled_calls_within_the_profilers_cost_ask_nothing_more_of_the_reference():
+    run, worker, events = profile_check(idle=[])
+    assert run._profiled_too_slow(worker, honest_but_watched(1.6), 2) is None and events == []
 
 
 @pytest.fixture

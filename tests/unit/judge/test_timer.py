@@ -3,11 +3,12 @@ which calls are checked and profiled, and how far a worker's reported times are 
 
 import random
 import statistics
+import time
 
 from harness.judge.timer import (Timed, TimingPlan, Timer, converged, median_interval, timing_bound, timing_stats,
                                  vouched_median)
 from harness.records import TimingBound
-from harness.worker.protocol import Reply, TensorRef
+from harness.worker.protocol import Profile, Reply, TensorRef
 
 
 def test_statistics_of_samples_with_the_medians_interval():
@@ -28,12 +29,19 @@ def test_the_interval_narrows_with_more_samples_and_decides_convergence():
 
 
 class FakeWorker:
-    """Replies to `timed` with a fixed time; remembers the commands."""
+    """Replies to `timed` with a fixed time; remembers the commands, and which it was asked for
+    the profile of (`summarized`: the count of timed commands when each profile was asked for),
+    answering those after `summary_s`."""
 
-    def __init__(self, elapsed_ms=1.0):
-        self.commands, self.elapsed_ms = [], elapsed_ms
+    def __init__(self, elapsed_ms=1.0, summary_s=0.0):
+        self.commands, self.elapsed_ms, self.summary_s = [], elapsed_ms, summary_s
+        self.summarized: list[int] = []
 
     def request(self, command, phase):
+        if command.op == "profile":
+            self.summarized.append(len(self.commands))
+            time.sleep(self.summary_s)
+            return Reply(ok=True, profile=Profile(ops=["aten::relu"]))
         self.commands.append(command)
         return Reply(ok=True, elapsed_ms=self.elapsed_ms, outputs=[])
 
@@ -56,6 +64,17 @@ def test_every_call_gets_its_own_seed_and_some_are_profiled():
     seeds = [c.seed for c in worker.commands]
     assert len(set(seeds)) == len(seeds) == 22
     assert sum(c.profile for c in worker.commands) == 2 and len(timed.profiles) == 2
+
+
+def test_a_profiled_calls_profile_is_read_after_the_clock_stops():
+    """Reading the profiler's events takes the worker milliseconds, more for more events: the
+    parent's clock around a profiled call, which says whether it ran slower when watched, leaves
+    that out."""
+    worker = FakeWorker(summary_s=0.05)
+    timed, _ = Timer(worker, plan(fixed=6), random.Random(4)).run(profiled=2)
+    profiled_at = [i + 1 for i, c in enumerate(worker.commands) if c.profile]
+    assert worker.summarized == profiled_at and [p.ops for p in timed.profiles] == [["aten::relu"]] * 2
+    assert max(timed.profiled_wall_ms) < 50
 
 
 def test_fed_calls_are_told_where_their_inputs_are_and_no_seed():

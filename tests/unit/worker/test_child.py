@@ -67,10 +67,10 @@ def session(problem, tmp_path, feed: int | None = None) -> Session:
 def test_a_timed_call_makes_its_inputs_from_the_seed_it_is_given(tmp_path):
     problem = counting_problem()
     worker = session(problem, tmp_path)
-    elapsed, outputs, profile = worker.timed(Command(op="timed", seed=7))
+    elapsed, outputs = worker.timed(Command(op="timed", seed=7))
     again = worker.timed(Command(op="timed", seed=7))[1]
     other = worker.timed(Command(op="timed", seed=8))[1]
-    assert problem.calls == 3 and elapsed >= 0 and profile is None
+    assert problem.calls == 3 and elapsed >= 0 and worker.unsummarized is None
     assert torch.equal(outputs[0], again[0]) and not torch.equal(outputs[0], other[0])
 
 
@@ -81,7 +81,7 @@ def test_a_fed_call_runs_on_what_the_parent_wrote_and_makes_no_inputs(tmp_path):
     worker = session(problem, tmp_path, feed)
     for values in (torch.randn(4, 8), torch.randn(4, 8)):  # the same pages, rewritten for each call
         fed = CommitBuffer(feed).write([values])
-        _, outputs, _ = worker.timed(Command(op="timed", fed=fed))
+        _, outputs = worker.timed(Command(op="timed", fed=fed))
         assert torch.equal(outputs[0], values.relu())
     assert problem.calls == 0
 
@@ -95,9 +95,13 @@ def test_only_contiguous_cpu_tensor_inputs_can_be_fed(tmp_path):
     assert worker.feedable(1) is None
 
 
-def test_a_profiled_call_says_which_operators_ran(tmp_path):
-    _, _, profile = session(counting_problem(), tmp_path).timed(Command(op="timed", seed=1, profile=True))
-    assert "aten::relu" in profile.ops and profile.elapsed_ms > 0
+def test_a_profiled_call_says_which_operators_ran_when_asked_next(tmp_path):
+    worker = session(counting_problem(), tmp_path)
+    elapsed, _ = worker.timed(Command(op="timed", seed=1, profile=True))
+    profile = worker.profile()
+    assert "aten::relu" in profile.ops and profile.elapsed_ms == elapsed > 0
+    with pytest.raises(RuntimeError, match="no profiled call"):  # each profile is read once
+        worker.profile()
 
 
 def test_setting_up_the_profiler_does_not_import_inductor():
