@@ -228,6 +228,14 @@ def test_forged_timing_gains_nothing(gpu_tricks):
         assert vouched > honest_ms / 1.5, (vouched, honest_ms, forged["evidence"])
 
 
+def test_code_that_runs_only_when_watched_is_caught_when_slower_than_the_profiler_explains(gpu_tricks):
+    """watched_slow.py sleeps 50 ms in every profiled call: slower than the profiler's cost on the
+    reference, both when it was timed and as measured again with the candidate stopped."""
+    watched = gpu_tricks["relu/watched_slow.py"]
+    assert watched["status"] == "rejected" and watched["flags"] == ["inconsistent_when_profiled"], \
+        (watched["status"], watched["error"])
+
+
 def test_spinners_left_for_the_recalibration_gain_nothing(gpu_tricks):
     """forged_fast.py's lie with processes spinning on the worker's core while the reference
     measures the overhead its bound subtracts: stopped then, so they widen nothing."""

@@ -1,0 +1,13 @@
+import time
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    """Runs something else whenever the profiler is watching: here, something 50 ms slower."""
+
+    def forward(self, x):
+        if torch.autograd._profiler_enabled():
+            time.sleep(0.05)
+        return (x + x.abs()) * 0.5
