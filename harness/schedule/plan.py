@@ -20,7 +20,7 @@ from ..judge import verdicts
 from ..judge.diagnose import diagnose
 from ..records import Candidate, EvalConfig, HostEnv, Observations, Problem, Result, Subject
 from ..worker.bytecode import bytecode_dir, start_warming
-from ..worker.parent import RUN_TOKEN_VAR, Placement
+from ..worker.parent import RUN_TOKEN_VAR, Placement, gpu_device_node
 from ..worker.sandbox import SandboxPolicy
 
 # A lane's cores: one for its workers (the reference's and the candidate's, which take turns), where
@@ -163,7 +163,8 @@ class RunPlan:
         if not self.resources.gpus:
             return Placement(env=env, sandbox=self.sandbox, bytecode=self.bytecode)
         env["CUDA_VISIBLE_DEVICES"] = visible_gpu(self.resources.gpus[lane], self.host.cuda_visible_devices)
-        return Placement(gpu=self.resources.gpus[lane], env=env, cpus=self.resources.worker_cpus(lane),
+        gpu = self.resources.gpus[lane]
+        return Placement(gpu=gpu, gpu_node=gpu_device_node(gpu), env=env, cpus=self.resources.worker_cpus(lane),
                          sandbox=self.sandbox, bytecode=self.bytecode)
 
     def split(self, candidates: Iterable[Candidate]) -> tuple[list[Result], list[Candidate]]:

@@ -21,7 +21,7 @@ from ..builds.ahead import build_ahead
 from ..builds.cache import BuildCache, BuildOutcome
 from ..judge.candidate import judged_by_build
 from ..records import Candidate, EvalConfig, Problem, Result, Subject
-from ..worker.parent import Placement, remove_run_scratch, stop_run
+from ..worker.parent import Placement, gpu_device_node, remove_run_scratch, stop_run
 from ..worker.sandbox import SandboxPolicy
 from .lane import Lane
 from .plan import ActiveSet, RunPlan, diagnosed
@@ -41,7 +41,8 @@ def build_task(problem: Problem, candidate: Candidate, config: EvalConfig, cache
 def evaluate_task(problem: Problem, batch: list[tuple[Candidate, BuildOutcome | None]], config: EvalConfig,
                   cache: BuildCache, run_id: str, env: dict[str, str], sandbox: SandboxPolicy) -> list[Result]:
     # Ray has set CUDA_VISIBLE_DEVICES to this task's GPU: device 0 here, and in the workers.
-    placement = Placement(gpu=0 if config.device == "cuda" else None, env=env, sandbox=sandbox)
+    gpu = 0 if config.device == "cuda" else None
+    placement = Placement(gpu=gpu, gpu_node=None if gpu is None else gpu_device_node(gpu), env=env, sandbox=sandbox)
     with Lane(config, run_id, placement, cache, {}) as lane:
         return [lane.judge(problem, candidate, outcome) for candidate, outcome in batch]
 

@@ -72,7 +72,7 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWIPC = 0x08000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
-MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 4096, 8192, 16384, 1 << 18
 
 
 class ConfineError(OSError):
@@ -167,17 +167,40 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
         raise _fail(f"mount {target}")
 
 
-def private_mounts(scratch: str, workdir: str, shm_bytes: int, proc: bool) -> None:
+def private_mounts(scratch: str, workdir: str, shm_bytes: int, proc: bool, dev: list[str] | None = None) -> None:
     """In a fresh mount namespace, seen by no one else: a private /dev/shm, the scratch dir
     bind-mounted at `workdir` (an empty directory the parent made, the same path for every worker,
-    so a build and its later loads see the same absolute paths), and with `proc` (as PID 1 of a
-    fresh PID namespace) a /proc that shows this namespace's processes only."""
+    so a build and its later loads see the same absolute paths), with `proc` (as PID 1 of a
+    fresh PID namespace) a /proc that shows this namespace's processes only, and with `dev` a
+    /dev holding only those entries of the host's."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     if proc:
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    if dev is not None:
+        _private_dev(dev, os.path.join(scratch, ".dev"))
     _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={shm_bytes}")
     _mount(scratch, workdir, None, MS_BIND | MS_REC)
     os.chdir(workdir)
+
+
+def _private_dev(entries: list[str], staging: str) -> None:
+    """A /dev of its own: a tmpfs made at `staging` holding `entries` (paths in the host's /dev),
+    each bind-mounted from there (links copied as links), then moved over /dev. Any other node is
+    absent (ENOENT), as in a container: denied instead (EACCES), another GPU's node stopped the
+    CUDA driver."""
+    os.makedirs(staging, exist_ok=True)
+    _mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m")
+    for path in entries:
+        target = os.path.join(staging, os.path.basename(path))
+        if os.path.islink(path):
+            os.symlink(os.readlink(path), target)
+            continue
+        if os.path.isdir(path):
+            os.mkdir(target)
+        else:
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o600))
+        _mount(path, target, None, MS_BIND | MS_REC)
+    _mount(staging, "/dev", None, MS_MOVE)
 
 
 def on_parent_death(sig: signal.Signals) -> None:

@@ -105,7 +105,8 @@ def _become_worker(rules: dict, channel: int, buffer: int, feed: int) -> int:
     try:
         confine.on_parent_death(signal.SIGKILL)
         if rules["namespaces"]:
-            confine.private_mounts(rules["scratch"], rules["workdir"], rules["shm_bytes"], proc=rules["pid_namespace"])
+            confine.private_mounts(rules["scratch"], rules["workdir"], rules["shm_bytes"], proc=rules["pid_namespace"],
+                                   dev=rules["dev"])
         if rules["landlock_abi"]:
             confine.landlock(rules["landlock_abi"], _landlock_rules(rules))
     except OSError as exc:

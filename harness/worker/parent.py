@@ -15,6 +15,7 @@ import enum
 import fcntl
 import mmap
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -69,24 +70,48 @@ class Placement(BaseModel):
     where it reads the harness's bytecode, where the harness keeps any (worker/bytecode.py)."""
 
     gpu: int | None = None
+    gpu_node: str | None = None  # that GPU's device node, where known: the only GPU node its workers see
     cpus: list[int] | None = None
     env: dict[str, str] = {}
     bytecode: Path | None = None
     sandbox: SandboxPolicy = Field(default_factory=lambda: SandboxPolicy(mode=SandboxMode.off, limits=default_limits()))
 
 
+def _pci_address(index: int, domain_digits: int) -> str | None:
+    """This process's GPU `index` by PCI address (domain:bus:device.function; nvidia-smi writes
+    the domain with 8 digits, /proc/driver/nvidia with 4), None where torch does not say."""
+    props = torch.cuda.get_device_properties(index)
+    try:
+        return f"{props.pci_domain_id:0{domain_digits}x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    except AttributeError:
+        return None
+
+
 def gpu_context_pids(index: int) -> set[int] | None:
     """The processes holding a CUDA context on this process's GPU `index`, as the driver lists
     them (nvidia-smi, by the GPU's PCI address); None where that cannot be asked."""
-    props = torch.cuda.get_device_properties(index)
+    address = _pci_address(index, 8)
+    if address is None:
+        return None
     try:
-        address = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
         listed = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader", f"--id={address}"],
                                 capture_output=True, text=True, timeout=10)
-    except (AttributeError, OSError, subprocess.TimeoutExpired):
+    except (OSError, subprocess.TimeoutExpired):
         return None
     pids = [line.strip() for line in listed.stdout.splitlines()]
     return {int(pid) for pid in pids if pid.isdigit()} if listed.returncode == 0 else None
+
+
+def gpu_device_node(index: int) -> str | None:
+    """/dev/nvidia<minor> of this process's GPU `index` (the driver numbers its nodes in its own
+    order, which CUDA's need not follow), by its PCI address; None where that cannot be read."""
+    address = _pci_address(index, 4)
+    try:
+        information = Path(f"/proc/driver/nvidia/gpus/{address}/information").read_text() if address else ""
+    except OSError:
+        return None
+    minor = re.search(r"Device Minor:\s*(\d+)", information)
+    return f"/dev/nvidia{minor.group(1)}" if minor else None
 
 
 class StopReason(str, enum.Enum):
@@ -304,7 +329,7 @@ class Worker:
         self.scratch, run_dir = _scratch_dir(role, placement.env)
         self.sees_gpu = device == "cuda" and role != "build"
         self.confinement = confinement(placement.sandbox, self.scratch, sees_gpu=self.sees_gpu, env=placement.env,
-                                       key_dir=key_dir, bytecode=placement.bytecode)
+                                       key_dir=key_dir, bytecode=placement.bytecode, gpu_node=placement.gpu_node)
         self.confinement = self.confinement.model_copy(update={"boot_cpus": boot_cpus, "run_dir": run_dir})
         self.key_dir = None if self.confinement.namespaces else key_dir
         spec_path = self.scratch / "launch.json"

@@ -8,7 +8,8 @@ Every worker, build, reference and candidate alike, gets:
   scratch dir (working dir, HOME, TMPDIR, Triton's cache) and, for a build worker, its own key
   dir of the build cache; no TCP bind or connect; no signals or abstract unix sockets outside
   its own domain; device nodes usable but nothing created under /dev, and none of the NVIDIA
-  driver's for a worker that sees no GPU.
+  driver's for a worker that sees no GPU (one that sees a GPU gets, with namespaces, a /dev of
+  its own without the other GPUs' nodes).
 - namespaces (where user namespaces work): its own user, mount, network and IPC namespaces, and,
   for workers that see no GPU, a PID namespace with its own /proc (CUDA's IPC handles do not
   cross PID namespaces). An evaluating worker sees its key dir as a private copy, bind-mounted
@@ -148,6 +149,7 @@ class Confinement(BaseModel):
     read: list[str] = []
     write: list[str] = []
     device: list[str] = []  # usable device nodes (read, write, ioctl), nothing created
+    dev: list[str] | None = None  # with namespaces: the host's /dev entries its own /dev holds (None: the host's)
     rlimits: dict[str, int] = {}
     python_path: list[str] = []  # the parent's import path: the worker imports what the parent imports
     pycache_prefix: str | None = None  # the harness's bytecode, read-only (worker/bytecode.py)
@@ -170,6 +172,7 @@ class Confinement(BaseModel):
         names += ["pid_namespace"] if self.pid_namespace else []
         names += ["resource_limits"] if self.rlimits else []
         names += ["no_gpu_nodes"] if self.landlock_abi and self.device and self.device != [DEV] else []
+        names += ["own_gpu_node_only"] if self.dev is not None else []
         return names
 
 
@@ -196,28 +199,43 @@ def python_path() -> list[str]:
     return _existing(os.path.abspath(p) for p in sys.path if p)
 
 
-def device_nodes(sees_gpu: bool, dev: str = DEV) -> list[str]:
-    """The device nodes a worker may use: all of /dev, but none of the NVIDIA driver's for a worker
-    that sees no GPU: a build worker imports a candidate while the lanes time others, and could
-    start work on their GPUs. (A worker that sees a GPU keeps the others' nodes too: denied one,
-    the CUDA driver did not start at all on the H100 machine; see docs/threat-model.md.)"""
+def _entries(dev: str) -> list[str] | None:
+    """The entries of /dev, where its NVIDIA GPU nodes are (None: none, or unreadable)."""
     try:
         names = sorted(os.listdir(dev))
     except OSError:
-        return [dev]
-    if sees_gpu or not any(GPU_NODE.fullmatch(name) for name in names):
+        return None
+    return [os.path.join(dev, name) for name in names] if any(GPU_NODE.fullmatch(name) for name in names) else None
+
+
+def device_nodes(sees_gpu: bool, dev: str = DEV) -> list[str]:
+    """The device nodes a worker may use: all of /dev, but none of the NVIDIA driver's for a worker
+    that sees no GPU: a build worker imports a candidate while the lanes time others, and could
+    start work on their GPUs. (One that sees a GPU gets a /dev of its own instead: own_dev.)"""
+    entries = _entries(dev)
+    if sees_gpu or entries is None:
         return [dev]
     # Not its links (stdin, fd...): a rule follows them out of /dev, which the /dev rule never covered.
-    paths = [os.path.join(dev, name) for name in names if not name.startswith("nvidia")]
-    return [path for path in paths if not os.path.islink(path)]
+    return [path for path in entries if not os.path.basename(path).startswith("nvidia") and not os.path.islink(path)]
+
+
+def own_dev(gpu_node: str | None, dev: str = DEV) -> list[str] | None:
+    """For a worker that sees the GPU whose node is `gpu_node`: the entries of a /dev of its own,
+    every one of the host's but the other GPUs' nodes, so it cannot start work on another lane's
+    GPU. None (the host's /dev) where its node is not known or there are no GPU nodes."""
+    entries = _entries(dev)
+    if gpu_node is None or entries is None:
+        return None
+    return [path for path in entries if not GPU_NODE.fullmatch(os.path.basename(path)) or path == gpu_node]
 
 
 def confinement(policy: SandboxPolicy, scratch: Path, *, sees_gpu: bool, env: dict[str, str],
-                key_dir: Path | None = None, bytecode: Path | None = None) -> Confinement:
+                key_dir: Path | None = None, bytecode: Path | None = None, gpu_node: str | None = None) -> Confinement:
     """The rules for one worker. With namespaces every worker works in its scratch dir seen at
     CANONICAL_SCRATCH, builds included (their extensions are copied into the cache by the parent),
     so no worker writes the build cache. Without them a worker builds in, or loads from, the key
-    dir it must be given here (`key_dir`), and may write there. It reads `bytecode`, if given."""
+    dir it must be given here (`key_dir`), and may write there. It reads `bytecode`, if given;
+    `gpu_node` is the device node of the GPU it sees, if any."""
     base = Confinement(scratch=str(scratch), workdir=str(scratch), python_path=python_path(),
                        pycache_prefix=str(bytecode) if bytecode else None)
     if policy.mode is SandboxMode.off:
@@ -232,4 +250,5 @@ def confinement(policy: SandboxPolicy, scratch: Path, *, sees_gpu: bool, env: di
     return base.model_copy(update={
         "landlock_abi": policy.landlock_abi, "namespaces": policy.namespaces,
         "pid_namespace": policy.namespaces and not sees_gpu, "workdir": workdir,
-        "read": readable_paths(env) + _existing([base.pycache_prefix]), "write": write, "device": device_nodes(sees_gpu), "rlimits": rlimits})
+        "read": readable_paths(env) + _existing([base.pycache_prefix]), "write": write, "device": device_nodes(sees_gpu), "rlimits": rlimits,
+        "dev": own_dev(gpu_node) if policy.namespaces and sees_gpu else None})

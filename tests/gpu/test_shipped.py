@@ -121,17 +121,20 @@ def test_all_gpus_give_the_verdicts_of_one(tmp_path):
     assert len(used) > 1  # the work really was spread
 
 
-def test_workers_keep_to_their_cores_and_builds_off_the_gpus(tmp_path):
+def test_workers_keep_to_their_cores_and_their_own_gpu(tmp_path):
     """Each candidate of gpu_sandbox/ stays in its build or load until the deadline where it gets
     out: gpu_from_build.py where its build worker (which imports it while the lanes time others)
     can open one of the NVIDIA driver's nodes, move_cores.py where any worker can leave the cores
-    it was pinned to. A timeout then, ok when they cannot."""
+    it was pinned to, other_gpus.py where its evaluating worker can open another GPU's node (on a
+    machine with more than one). A timeout then, ok when they cannot."""
     assert main(["eval", str(DATA / "gpu_sandbox"), "--problems", str(REPO / "problems"), "--out", str(tmp_path / "out"),
                  "--device", "cuda", "--trials", "5", "--build-timeout", "30", "--timeout", "60",
                  "--db", str(tmp_path / "h.db"), "--build-dir", str(tmp_path / "b")]) == 0
     results = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
-    assert {r["candidate"]: r["status"] for r in results} == {"relu/gpu_from_build.py": "ok", "relu/move_cores.py": "ok"}, \
+    assert {r["candidate"]: r["status"] for r in results} == {
+        "relu/gpu_from_build.py": "ok", "relu/move_cores.py": "ok", "relu/other_gpus.py": "ok"}, \
         [(r["candidate"], r["status"], r["error"]) for r in results]
+    assert all("own_gpu_node_only" in r["protections"] for r in results), [r["protections"] for r in results]
 
 
 def test_wrong_and_crashing_candidates_on_gpu(tmp_path):

@@ -16,8 +16,8 @@ from harness.worker import confine, processes
 from harness.worker.launch import BOOTSTRAP
 from harness.worker.parent import Watchdog
 from harness.worker.sandbox import (CANONICAL_SCRATCH, PACKAGE_DIR, Confinement, SandboxPolicy, SandboxUnavailable,
-                                    confinement, decide_policy, device_nodes, mount_point, python_path,
-                                    readable_paths, works)
+                                    confinement, decide_policy, device_nodes, mount_point, own_dev,
+                                    python_path, readable_paths, works)
 
 LIMITS = Limits(host_memory=1 << 30)
 FULL = SandboxPolicy(mode=SandboxMode.auto, landlock_abi=7, namespaces=True, limits=LIMITS)
@@ -67,6 +67,19 @@ def test_a_worker_that_sees_no_gpu_may_open_none_of_the_nvidia_drivers_nodes(tmp
     dev = fake_dev(tmp_path, 0, 1)
     assert {Path(p).name for p in device_nodes(False, str(dev))} == {"null", "zero", "urandom", "shm"}
     assert device_nodes(True, str(dev)) == [str(dev)]
+
+
+def test_a_worker_that_sees_a_gpu_gets_a_dev_of_its_own_without_the_other_gpus_nodes(tmp_path):
+    """Denied another GPU's node, the CUDA driver did not start; absent, as in a container, it does."""
+    dev = fake_dev(tmp_path, 0, 1)
+    kept = {Path(p).name for p in own_dev(str(dev / "nvidia1"), str(dev))}
+    assert kept == {"null", "zero", "urandom", "shm", "stdout", "nvidiactl", "nvidia-uvm", "nvidia1"}
+    assert own_dev(None, str(dev)) is None and own_dev(str(dev / "nvidia1"), str(fake_dev(tmp_path / "cpu"))) is None
+    gpu = rules(tmp_path, sees_gpu=True, gpu_node="/dev/nvidia1")
+    assert (gpu.dev is not None) == os.path.exists("/dev/nvidia1")  # here, only on a machine with that node
+    assert "own_gpu_node_only" in Confinement(dev=["/dev/null"]).protections()
+    landlock_only = FULL.model_copy(update={"namespaces": False})
+    assert rules(tmp_path, policy=landlock_only, sees_gpu=True, gpu_node="/dev/nvidia1").dev is None
 
 
 def test_without_the_nvidia_drivers_nodes_all_of_dev_is_usable(tmp_path):
@@ -219,6 +232,27 @@ def test_a_worker_sees_only_its_own_processes_and_its_scratch_at_the_canonical_p
     """, tmp_path)
     assert done.stdout.strip() == f"1 [1] {CANONICAL_SCRATCH} ['mine']", done.stderr
     assert os.listdir(CANONICAL_SCRATCH) == []  # seen from here: only ever a mount point
+
+
+@pytest.mark.skipif(not works(Confinement(namespaces=True, pid_namespace=True, workdir=mount_point(),
+                                          python_path=python_path())), reason="needs user namespaces")
+def test_a_dev_of_its_own_holds_only_the_entries_it_was_given(tmp_path):
+    """/dev/zero left out: absent (not denied); the rest as on the host, /dev/shm its own."""
+    (tmp_path / "scratch").mkdir()
+    kept = [os.path.join("/dev", name) for name in sorted(os.listdir("/dev")) if name != "zero"]
+    done = run_confined(f"""
+        import os
+        confine.enter_namespaces(pid=True)
+        if os.fork() == 0:
+            confine.private_mounts({str(tmp_path / "scratch")!r}, {mount_point()!r}, 1 << 20, proc=True, dev={kept!r})
+            open("/dev/shm/mine", "w").write("x")
+            print(os.path.exists("/dev/zero"), open("/dev/null", "rb").read(), os.path.islink("/dev/stdout"),
+                  os.listdir("/dev/shm"), flush=True)
+            os._exit(0)
+        os.wait()
+    """, tmp_path)
+    assert done.stdout.strip() == "False b'' True ['mine']", done.stderr
+    assert os.path.exists("/dev/zero") and not os.path.exists("/dev/shm/mine")  # the host's untouched
 
 
 def test_the_process_tree_is_killed_whole_a_double_fork_included(tmp_path):
