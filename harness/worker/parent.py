@@ -373,6 +373,10 @@ class Worker:
         env.update(HOME=workdir, TMPDIR=workdir, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
                    GLIBC_TUNABLES=":".join(filter(None, [env.get("GLIBC_TUNABLES"), MALLOC_TUNABLES])),
                    TORCH_EXTENSIONS_DIR=str(self.key_dir) if self.key_dir else self.confinement.extensions_dir)
+        if self.confinement.dev is not None and env.get("CUDA_VISIBLE_DEVICES", "").isdigit():
+            # Its /dev holds one GPU's node, which the driver then numbers 0: the index it has among
+            # all of them names no GPU there (CUDA: "no CUDA GPUs are available"). A UUID still does.
+            env["CUDA_VISIBLE_DEVICES"] = "0"
         return env
 
     @property

@@ -14,7 +14,7 @@ import pytest
 from harness.records import Limits, SandboxMode
 from harness.worker import confine, processes
 from harness.worker.launch import BOOTSTRAP
-from harness.worker.parent import Watchdog
+from harness.worker.parent import Placement, Watchdog, Worker
 from harness.worker.sandbox import (CANONICAL_SCRATCH, PACKAGE_DIR, Confinement, SandboxPolicy, SandboxUnavailable,
                                     confinement, decide_policy, device_nodes, mount_point, own_dev,
                                     python_path, readable_paths, works)
@@ -80,6 +80,20 @@ def test_a_worker_that_sees_a_gpu_gets_a_dev_of_its_own_without_the_other_gpus_n
     assert "own_gpu_node_only" in Confinement(dev=["/dev/null"]).protections()
     landlock_only = FULL.model_copy(update={"namespaces": False})
     assert rules(tmp_path, policy=landlock_only, sees_gpu=True, gpu_node="/dev/nvidia1").dev is None
+
+
+def test_a_worker_with_a_dev_of_its_own_names_its_gpu_as_the_only_one():
+    """The driver numbers the GPUs whose nodes it finds: with one, that one is 0, and the index
+    the GPU had among all of them names none (measured on two H100s). A UUID names it anyway."""
+    def env(visible: str, dev: list[str] | None) -> str:
+        worker = Worker.__new__(Worker)  # only its environment is made
+        worker.placement, worker.key_dir = Placement(gpu=1, env={"CUDA_VISIBLE_DEVICES": visible}), None
+        worker.confinement = Confinement(scratch="/s", workdir="/s", dev=dev)
+        return worker._env()["CUDA_VISIBLE_DEVICES"]
+
+    assert env("1", ["/dev/null", "/dev/nvidia1"]) == "0"
+    assert env("GPU-94791026", ["/dev/null", "/dev/nvidia1"]) == "GPU-94791026"
+    assert env("1", None) == "1"
 
 
 def test_without_the_nvidia_drivers_nodes_all_of_dev_is_usable(tmp_path):
