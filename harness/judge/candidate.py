@@ -15,7 +15,9 @@ import os
 import random
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -31,6 +33,7 @@ from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
 from .reference import Quiet, Recalibration, ReferenceRunner, no_quiet, release_device_cache, surely_faster, worker_job
 from .timer import Timed, Timer, TimingPlan, timing_bound, timing_stats, vouched_median
 
+T = TypeVar("T")  # what reference calls made with the candidate stopped measure
 LOG_TAIL_CHARS = 4000
 TRIAL_SEED_OFFSET = 1000  # trial inputs use seeds apart from the init seed
 SECOND_LOOK_CALLS = 6  # profiled calls more, when the first ones were slower than the profiler explains
@@ -220,25 +223,30 @@ class CandidateRun:
 
     def _recalibrated(self, worker: Worker) -> Recalibration | Verdict:
         """The reference's recalibration (the per-call overhead the candidate's timing bound
-        subtracts) with nothing of the candidate's running. On a GPU its whole tree is stopped
-        (processes it left spinning on the lane's core would slow the reference's calls), and the
-        GPU must be idle before and after: a kernel it queued runs on when its processes stop,
-        time-sliced with the reference's calls (forged_background.py raised the reference's
-        overhead from 0.7 to 7.4 ms on an H100). On a CPU run the quiet window around the
-        reference's calls stops it already, with every other worker of the run."""
-        if self.config.device == "cpu":
-            return self.reference.recalibrate()
-        with worker.stopped_all("the reference's recalibration"):
+        subtracts), with nothing of the candidate's running (`_reference_alone`)."""
+        return self._reference_alone(worker, "the reference's recalibration", self.reference.recalibrate)
+
+    def _reference_alone(self, worker: Worker, purpose: str, measure: Callable[[], T]) -> T | Verdict:
+        """`measure` (reference calls) with nothing of the candidate's running: its whole tree is
+        stopped (processes it left spinning would slow the reference's calls; on a CPU run the
+        quiet window around them stops it too, but not on Ray or through the API), and on a GPU
+        the device must be idle before and after: a kernel it queued runs on when its processes
+        stop, time-sliced with the reference's calls (forged_background.py raised the reference's
+        overhead from 0.7 to 7.4 ms on an H100). A GPU still busy is someone else's (`skipped`)
+        or, where only the run holds it, the candidate's (`rejected`)."""
+        with worker.stopped_all(purpose):
+            if self.config.device == "cpu":
+                return measure()
             for _ in range(RECALIBRATION_ATTEMPTS):
                 if not self.reference.device_idle_within(IDLE_WAIT_S):
                     return verdicts.gpu_shared() if self._outsiders_on_gpu(worker) else \
                         verdicts.busy_while_stopped(IDLE_WAIT_S)
-                recalibration = self.reference.recalibrate()
+                measured = measure()
                 if self.reference.device_idle_within(0):
-                    return recalibration
+                    return measured
             # Idle before, busy after, every time: not the candidate's work, which cannot start
             # while its processes are stopped; someone else's, or the reference's own hiccups.
-            return verdicts.gpu_shared() if self._outsiders_on_gpu(worker) else recalibration
+            return verdicts.gpu_shared() if self._outsiders_on_gpu(worker) else measured
 
     def _outsiders_on_gpu(self, worker: Worker) -> bool:
         """Whether a process other than the run's own (this one, the reference's tree, the
@@ -337,8 +345,8 @@ class CandidateRun:
             if failed is not None:
                 return self._verdict_of(failed, worker)
         slow = self._profiled_too_slow(worker, timed, reference_ops)
-        if slow:
-            return verdicts.of_profiled_slowdown(slow)
+        if slow is not None:
+            return slow
         evidence, median = [], self.observed.timing.median_ms
         self._note_provenance(timed.profiles[0] if timed.profiles else None, median)
         for profile in timed.profiles:
@@ -347,25 +355,20 @@ class CandidateRun:
             evidence += [e for e in found if e not in evidence]
         return verdicts.of_fallback(evidence)
 
-    def _profiled_too_slow(self, worker: Worker, timed: Timed, reference_ops: int) -> str | None:
-        """Why its profiled calls are slower than the profiler explains, both by what the profiler
-        cost the reference when it was timed and by what it costs it now: that cost moves with the
+    def _profiled_too_slow(self, worker: Worker, timed: Timed, reference_ops: int) -> Verdict | None:
+        """Its profiled calls slower than the profiler explains, both by what the profiler cost
+        the reference when it was timed and by what it costs it now: that cost moves with the
         machine (on two busy H100s an honest Triton softmax paid 4.3 ms a profiled call, eight
-        times over, where the reference had paid 1.8 ms when it was timed). Now is measured as the
-        recalibration is, with nothing of the candidate's running; a GPU busy around it leaves
-        the first answer standing."""
-        slow = profiled_too_slow(timed, self.reference.timed, reference_ops, self.config.device)
-        if slow is None:
+        times over, where the reference had paid 1.8 ms when it was timed). Now is measured with
+        nothing of the candidate's running (`_reference_alone`)."""
+        if profiled_too_slow(timed, self.reference.timed, reference_ops, self.config.device) is None:
             return None
-        if self.config.device == "cpu":  # the quiet window around the reference's calls stops the candidate
-            return profiled_too_slow(timed, self.reference.profiled_now(SECOND_LOOK_CALLS), reference_ops, "cpu")
-        with worker.stopped_all("the reference's profiled calls"):
-            if not self.reference.device_idle_within(IDLE_WAIT_S):
-                return slow
-            now = self.reference.profiled_now(SECOND_LOOK_CALLS)
-            if not self.reference.device_idle_within(0):
-                return slow
-        return profiled_too_slow(timed, now, reference_ops, self.config.device)
+        now = self._reference_alone(worker, "the reference's profiled calls",
+                                    lambda: self.reference.profiled_now(SECOND_LOOK_CALLS))
+        if isinstance(now, Verdict):
+            return now
+        slow = profiled_too_slow(timed, now, reference_ops, self.config.device)
+        return verdicts.of_profiled_slowdown(slow) if slow else None
 
     def _note_provenance(self, profile, median_ms: float) -> None:
         """Which kernels its forward ran and whose they are; flagged when none is its own."""

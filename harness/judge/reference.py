@@ -222,9 +222,10 @@ class ReferenceRunner:
                                                  timed.stopped))
 
     def profiled_now(self, calls: int) -> Timed:
-        """`calls` profiled calls and as many plain ones, made now: what the profiler costs the
-        reference on the machine as it is when a candidate's profiled calls came out slow."""
-        return self._time(TimingPlan.of(self.config).model_copy(update={"fixed": calls}), profiled=calls)
+        """`calls` profiled calls and as many plain ones, after a warm-up, made now: what the
+        profiler costs the reference on the machine as it is when a candidate's profiled calls
+        came out slow."""
+        return self._time(TimingPlan.of(self.config).model_copy(update={"fixed": calls}), profiled=calls, warm_up=True)
 
     def device_idle_within(self, wait_s: float) -> bool:
         """Whether the reference's GPU runs no other process's work, waiting up to `wait_s` for

@@ -149,13 +149,17 @@ class Timer:
         while not self._done(timed, began, len(profile_at)):
             seed = self.seed()
             verify = check is not None and self.rng.random() < (VERIFY_EARLY if calls < EARLY_CALLS else VERIFY_LATE)
-            reply = self._call(timed, seed, profile=calls in profile_at)
+            profiled = calls in profile_at
+            reply = self._call(timed, seed, profile=profiled)
             calls += 1
             if not reply.ok:
                 return timed, reply
+            # The outputs are copied before the worker gets another command (its profile's included).
             objection = check(seed, reply) if verify else None
             if objection is not None:
                 return timed, objection
+            if profiled and not (summary := self._profile(timed)).ok:
+                return timed, summary
             if verify and self.plan.device == "cuda" and not (settled := self._settle()).ok:
                 return timed, settled
         return timed, None
@@ -172,7 +176,17 @@ class Timer:
                 reply = self._call(timed, self.seed(), profile=True)
                 if not reply.ok:
                     return reply
+                if not (summary := self._profile(timed)).ok:
+                    return summary
         return None
+
+    def _profile(self, timed: Timed) -> Reply:
+        """The last profiled call's profile, asked for after the clock stopped: reading the
+        profiler's events is no call's cost (worker/child.py)."""
+        summary = self.worker.request(Command(op="profile"), self.phase)
+        if summary.ok:
+            timed.profiles.append(summary.profile)
+        return summary
 
     def _call(self, timed: Timed, seed: int, profile: bool) -> Reply:
         """One timed call, recorded in `timed` if it succeeded. Fed inputs go with no seed."""
@@ -184,11 +198,7 @@ class Timer:
         if not reply.ok:
             return reply
         timed.threads_alive = max(timed.threads_alive, reply.threads_alive)
-        if profile:  # its profile is read after the clock stopped: the events' parsing is no call's cost
-            summary = self.worker.request(Command(op="profile"), self.phase)
-            if not summary.ok:
-                return summary
-            timed.profiles.append(summary.profile)
+        if profile:  # its profile is asked for next (`_profile`)
             timed.profiled_wall_ms.append(wall_ms)
         else:
             timed.reported_ms.append(reply.elapsed_ms)

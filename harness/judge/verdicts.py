@@ -156,7 +156,8 @@ def _rejected(flag: Flag, error: str, evidence: list[str] | None = None) -> Verd
 def busy_while_stopped(wait_s: float) -> Verdict:
     return _rejected(Flag.busy_while_stopped,
                      f"its GPU work ran on for over {wait_s:g} s while its processes were stopped for the "
-                     "reference's recalibration: it would slow the reference's calls there and widen its own timing bound")
+                     "reference's calls (its recalibration, or its profiled calls): it would slow them and widen the "
+                     "allowances its own calls are judged by")
 
 
 def gpu_shared() -> Verdict:

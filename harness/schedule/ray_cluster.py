@@ -11,6 +11,7 @@ is timed. Build caches are per node (--build-dir on each); a shared filesystem s
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from ..records import Candidate, EvalConfig, Problem, Result, Subject
 from ..worker.parent import Placement, gpu_device_node, remove_run_scratch, stop_run
 from ..worker.sandbox import SandboxPolicy
 from .lane import Lane
-from .plan import ActiveSet, RunPlan, diagnosed
+from .plan import ActiveSet, RunPlan, diagnosed, visible_gpu
 
 BATCH = 8  # candidates per evaluation task: fewer reference starts, yet several GPUs kept busy
 STOP_POLL_S = 0.5  # how soon a run stopped from another thread notices
@@ -40,8 +41,9 @@ def build_task(problem: Problem, candidate: Candidate, config: EvalConfig, cache
 @ray.remote
 def evaluate_task(problem: Problem, batch: list[tuple[Candidate, BuildOutcome | None]], config: EvalConfig,
                   cache: BuildCache, run_id: str, env: dict[str, str], sandbox: SandboxPolicy) -> list[Result]:
-    # Ray has set CUDA_VISIBLE_DEVICES to this task's GPU: device 0 here, and in the workers.
     gpu = 0 if config.device == "cuda" else None
+    if gpu is not None:  # Ray set this task's CUDA_VISIBLE_DEVICES to its GPU (device 0 here): the workers see that one
+        env = env | {"CUDA_VISIBLE_DEVICES": visible_gpu(gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))}
     placement = Placement(gpu=gpu, gpu_node=None if gpu is None else gpu_device_node(gpu), env=env, sandbox=sandbox)
     with Lane(config, run_id, placement, cache, {}) as lane:
         return [lane.judge(problem, candidate, outcome) for candidate, outcome in batch]

@@ -191,16 +191,29 @@ def _private_dev(entries: list[str], staging: str) -> None:
     os.makedirs(staging, exist_ok=True)
     _mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m")
     for path in entries:
-        target = os.path.join(staging, os.path.basename(path))
-        if os.path.islink(path):
-            os.symlink(os.readlink(path), target)
-            continue
-        if os.path.isdir(path):
-            os.mkdir(target)
-        else:
-            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o600))
-        _mount(path, target, None, MS_BIND | MS_REC)
+        try:
+            _stage(path, os.path.join(staging, os.path.basename(path)))
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                raise
+            # Gone since the parent listed /dev (a device unplugged): absent here too.
     _mount(staging, "/dev", None, MS_MOVE)
+
+
+def _stage(path: str, target: str) -> None:
+    """One host /dev entry at `target`: a link copied as a link, anything else bind-mounted."""
+    if os.path.islink(path):
+        os.symlink(os.readlink(path), target)
+        return
+    if os.path.isdir(path):
+        os.mkdir(target)
+    else:
+        os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o600))
+    try:
+        _mount(path, target, None, MS_BIND | MS_REC)
+    except OSError:
+        (os.rmdir if os.path.isdir(target) else os.unlink)(target)  # no empty stand-in for it
+        raise
 
 
 def on_parent_death(sig: signal.Signals) -> None:

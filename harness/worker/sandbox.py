@@ -172,7 +172,9 @@ class Confinement(BaseModel):
         names += ["pid_namespace"] if self.pid_namespace else []
         names += ["resource_limits"] if self.rlimits else []
         names += ["no_gpu_nodes"] if self.landlock_abi and self.device and self.device != [DEV] else []
-        names += ["own_gpu_node_only"] if self.dev is not None else []
+        # Without Landlock a worker reaches the host's /dev through /proc/<pid>/root of a process of
+        # this user outside the run (its ptrace scoping keeps it from there).
+        names += ["own_gpu_node_only"] if self.dev is not None and self.landlock_abi else []
         return names
 
 

@@ -36,8 +36,10 @@ class FakeWorker:
     def __init__(self, elapsed_ms=1.0, summary_s=0.0):
         self.commands, self.elapsed_ms, self.summary_s = [], elapsed_ms, summary_s
         self.summarized: list[int] = []
+        self.ops: list[str] = []  # every command's op, in order, with the parent's checks ("check")
 
     def request(self, command, phase):
+        self.ops.append(command.op)
         if command.op == "profile":
             self.summarized.append(len(self.commands))
             time.sleep(self.summary_s)
@@ -75,6 +77,20 @@ def test_a_profiled_calls_profile_is_read_after_the_clock_stops():
     profiled_at = [i + 1 for i, c in enumerate(worker.commands) if c.profile]
     assert worker.summarized == profiled_at and [p.ops for p in timed.profiles] == [["aten::relu"]] * 2
     assert max(timed.profiled_wall_ms) < 50
+
+
+def test_a_checked_calls_outputs_are_copied_before_the_worker_gets_another_command():
+    """Its profile request included: a worker must not run code of its own between a timed call's
+    reply and the copy of the outputs the parent checks."""
+    checked_and_profiled = 0
+    for seed in range(10):
+        worker = FakeWorker()
+        Timer(worker, plan(fixed=20), random.Random(seed)).run(check=lambda s, reply: worker.ops.append("check"),
+                                                               profiled=2)
+        pairs = list(zip(worker.ops, worker.ops[1:]))
+        assert ("profile", "check") not in pairs
+        checked_and_profiled += pairs.count(("check", "profile"))
+    assert checked_and_profiled  # some profiled calls were checked: the order was put to the test
 
 
 def test_fed_calls_are_told_where_their_inputs_are_and_no_seed():
