@@ -62,10 +62,12 @@ class Lane:
                       reference_ready=REFERENCE_READY_SPARES[self.config.device])
 
     def _worker(self) -> Worker | None:
-        """The longest-booting spare worker (or one booted now), the pool topped up behind it;
-        None when workers cannot boot ahead."""
+        """The longest-booting spare worker that is still alive (or one booted now), the pool
+        topped up behind it; None when workers cannot boot ahead."""
         if not self.spare_count:
             return None
+        while self.spares and self.spares[0].exited():  # died booting (killed, out of memory): no candidate's
+            self.spares.popleft().discard()
         worker = self.spares.popleft() if self.spares else self._boot()
         try:
             while len(self.spares) < self.spare_count:

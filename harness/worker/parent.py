@@ -443,6 +443,10 @@ class Worker:
         self.kill()
         return WorkerStopped(WorkerStop(reason=reason, error=error, evidence=self.log_tail(2000).splitlines()[-10:]))
 
+    def exited(self) -> bool:
+        """Whether its process has ended (it is reaped only by `kill`)."""
+        return self._exit_status() is not None
+
     def _exit_status(self) -> int | None:
         """The launcher's exit status once it has ended, without reaping it: until kill() does,
         its pid cannot be reused, so killing what is left of its tree never hits a stranger."""

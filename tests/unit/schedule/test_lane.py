@@ -74,9 +74,13 @@ class FakeWorker:
 
     def __init__(self, placement, *, role, reference_ready=False, **kwargs):
         self.role, self.reference_ready = role, reference_ready
+        self.dead = self.discarded = False
+
+    def exited(self) -> bool:
+        return self.dead
 
     def discard(self) -> None:
-        pass
+        self.discarded = True
 
 
 @pytest.mark.parametrize("device, ready", [("cuda", True), ("cpu", False)])
@@ -88,3 +92,15 @@ def test_on_a_gpu_every_spare_boots_ready_to_load_a_reference(tmp_path, fake_ref
     with Lane(EvalConfig(device=device), "run", namespaced, BuildCache(tmp_path, TOOLCHAIN), {}, spares=2) as lane:
         taken = lane._worker()
         assert [w.reference_ready for w in [taken, *lane.spares]] == [ready] * 3
+
+
+def test_a_spare_that_died_booting_is_discarded_and_never_given_a_candidate(tmp_path, monkeypatch):
+    monkeypatch.setattr(lane_module, "Worker", FakeWorker)
+    namespaced = Placement(sandbox=SandboxPolicy(mode=SandboxMode.auto, namespaces=True, limits=default_limits()))
+    with Lane(EvalConfig(device="cuda"), "run", namespaced, BuildCache(tmp_path, TOOLCHAIN), {}, spares=2) as lane:
+        first = lane._worker()
+        lane.spares[0].dead = True
+        dead = lane.spares[0]
+        second = lane._worker()
+        assert not second.dead and second is not dead and dead.discarded and len(lane.spares) == 2
+        assert first is not second and not first.discarded
