@@ -86,9 +86,12 @@ class CandidateRun:
     def __init__(self, problem: Problem, candidate: Candidate, config: EvalConfig, key_dir: Path,
                  reference: ReferenceRunner, run_id: str, placement: Placement = Placement(),
                  build: BuildOutcome | None = None, worker: Worker | None = None, quiet: Quiet = no_quiet,
-                 pace: Pace = REAL_TIME):
-        """`worker`: one booted ahead (a lane's spare), or None to boot one (paced by `pace`)."""
+                 pace: Pace = REAL_TIME, later_of_problem: bool = True):
+        """`worker`: one booted ahead (a lane's spare), or None to boot one (paced by `pace`).
+        `later_of_problem`: whether candidates of the same problem may follow on this reference,
+        which then keeps the expected outputs of its trials for them."""
         self.problem, self.candidate, self.config, self.reference = problem, candidate, config, reference
+        self.keep_expected = later_of_problem
         self.key_dir, self.placement, self.worker, self.quiet, self.pace = key_dir, placement, worker, quiet, pace
         self.rng = random.SystemRandom()  # the seeds, and which calls are checked and profiled: never predictable
         self.subject = Subject.of(run_id, candidate, problem)
@@ -183,7 +186,9 @@ class CandidateRun:
         beside = self.config.device == "cpu"
         if beside:
             worker.send(command, phase)
-        with self.reference.expected(seed, sizes, keep=True) as (expected, expected_inputs):
+        with self.reference.expected(seed, sizes, keep=self.keep_expected) as (expected, expected_inputs):
+            if phase == "correctness":
+                self.reference.watch_degenerate(seed, expected)
             reply = worker.answer(command, phase) if beside else worker.request(command, phase)
             verdict = self._verdict_of(reply, worker)
             if verdict:
@@ -216,7 +221,7 @@ class CandidateRun:
             if verdict:
                 return verdict
             self.observed.trials_passed = trial + 1
-        degenerate = self.reference.degenerate(seeds, tolerance.atol, tolerance.rtol)
+        degenerate = self.reference.degenerate(seeds)
         if degenerate:
             self.observed.note(Flag.degenerate_problem, f"the problem is degenerate: {'; '.join(degenerate)}")
         return verdicts.of_sensitivity([r for r, _ in fingerprints], [c for _, c in fingerprints])
@@ -263,12 +268,11 @@ class CandidateRun:
         candidate's next call 3 to 5 times slower on the 2-core VM, whose freed memory comes back
         from its host slowly (slow calls in 7 of 8 runs of four big problems with fresh copies,
         none in 3 runs with the room made first)."""
-        like = self.reference.output_like()
-        size = sum(t.nbytes for t in like)
+        size = sum(t.nbytes for t in self.reference.output_like())
         if self.config.device != "cpu" or not size:
             return []
         count = min(SPARE_COPIES, self.reference.budget_left // size)
-        return [[torch.empty_like(t).zero_() for t in like] for _ in range(count)]
+        return [[t.zero_() for t in self.reference.output_like()] for _ in range(count)]
 
     def _copy_checked_call(self, worker: Worker, copies: list, spares: list[list[torch.Tensor]]):
         """For a timed call the parent chose after its outputs were described: copy them out now

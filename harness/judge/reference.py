@@ -19,7 +19,7 @@ import torch
 from ..records import EvalConfig, Problem, TimingStats
 from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped
 from ..worker.protocol import Command, HardwareFloor, ParamDigest, Peaks, Profile, Reply, TensorRef, WorkerJob
-from .degenerate import degenerate_flags
+from .degenerate import DegenerateCheck
 from .timer import Feed, Timed, Timer, TimingPlan, timing_stats
 
 KEPT_SHARE = 0.25  # of the device's memory (or the host's, on a CPU run) for expected outputs kept for reuse
@@ -139,7 +139,10 @@ class ReferenceRunner:
         self.alt_sizes: list[dict[str, int]] = []
         self._kept: dict[tuple, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
         self._kept_bytes, self.memory_budget = 0, _memory_budget(config.device)
-        self._degenerate: list[str] | None = None
+        self._degenerate: DegenerateCheck | None = None
+        self._watched: set[int] = set()  # seeds fed to _degenerate
+        self._degenerate_notes: list[str] | None = None  # its verdict, once every seed was seen
+        self.output_specs: list[tuple[torch.Size, torch.dtype]] = []  # its outputs at the problem's own sizes
 
     def _checked(self, reply_fn, what: str) -> Reply:
         try:
@@ -267,7 +270,9 @@ class ReferenceRunner:
                  keep: bool = False) -> Iterator[tuple[list[torch.Tensor], list[torch.Tensor]]]:
         """The reference's outputs for the inputs of `seed` (at `sizes`), and those inputs as
         forward left them. With `keep`, they are kept (copied out, within the memory budget) for
-        every later candidate; otherwise they are read in place, valid inside the block only."""
+        every later candidate; otherwise they are read in place, valid inside the block only
+        (the reference's worker, idle meanwhile, stopped so that they stay as they are: a copy
+        of each, of fresh memory, took 0.3 to 1.1 s per 256 MB trial on the 2-core VM)."""
         key = (seed, tuple(sorted((sizes or {}).items())))
         if key in self._kept:
             yield self._kept[key]
@@ -275,10 +280,13 @@ class ReferenceRunner:
         reply = self._request(Command(op="trial", seed=seed, sizes=sizes), "trial")
         with contextlib.ExitStack() as reading:
             try:  # only the reference's own failures are the reference's (not those inside the block)
-                outputs = reading.enter_context(self.worker.reading(reply.outputs, "reference trial"))
-                inputs = reading.enter_context(self.worker.reading(reply.inputs, "reference trial"))
+                both = reading.enter_context(self.worker.reading(reply.outputs + reply.inputs, "reference trial", held=True))
             except WorkerStopped as stopped:
                 raise ReferenceFailed(f"reference trial: {stopped.stop.error}") from None
+            outputs, inputs = both[:len(reply.outputs)], both[len(reply.outputs):]
+            del both
+            if not sizes:
+                self.output_specs = [(t.shape, t.dtype) for t in outputs]
             size = sum(t.nbytes for t in outputs + inputs)
             if keep and self._kept_bytes + size <= self.memory_budget:
                 # Into segments of their own: a clone that splits a larger freed block (a candidate's
@@ -292,21 +300,34 @@ class ReferenceRunner:
             else:
                 yield outputs, inputs
 
-    def degenerate(self, seeds: list[int], atol: float, rtol: float) -> list[str]:
-        """What makes the problem trivially passable, judged once from the correctness trials'
-        outputs (kept for every candidate); empty when nothing does, or when they were too large
-        to keep or to check."""
+    def watch_degenerate(self, seed: int, outputs: list[torch.Tensor]) -> None:
+        """Feed a correctness trial's expected outputs (at the problem's own sizes) to the check
+        for a degenerate problem, once per seed; the first seed's are copied for it."""
+        if self._degenerate_notes is not None or seed in self._watched or \
+                sum(t.nbytes for t in outputs) > DEGENERATE_CHECK_BYTES:
+            return
+        self._watched.add(seed)
         if self._degenerate is None:
-            kept = [self._kept.get((seed, ())) for seed in seeds]
-            if len(kept) < 2 or any(k is None for k in kept) or sum(t.nbytes for t in kept[0][0]) > DEGENERATE_CHECK_BYTES:
+            tolerance = self.config.tolerance_for(self.problem)
+            self._degenerate = DegenerateCheck([t.clone() for t in outputs], tolerance.atol, tolerance.rtol)
+        else:
+            self._degenerate.add(outputs)
+
+    def degenerate(self, seeds: list[int]) -> list[str]:
+        """What makes the problem trivially passable, once `watch_degenerate` has seen every one
+        of `seeds` (at least two); empty when nothing does, or before then (outputs too large to
+        check, a candidate that failed before the last trial)."""
+        if self._degenerate_notes is None:
+            if len(seeds) < 2 or self._degenerate is None or not self._watched.issuperset(seeds):
                 return []
-            _, notes = degenerate_flags([outputs for outputs, _ in kept], atol, rtol)
-            self._degenerate = notes
-        return self._degenerate
+            self._degenerate_notes = self._degenerate.flags()[1]
+            self._degenerate = None  # and its copy of the first outputs with it
+        return self._degenerate_notes
 
     def output_like(self) -> list[torch.Tensor]:
-        """The outputs of one of its kept trials at the problem's own sizes (none if none was kept)."""
-        return next((outputs for (_, sizes), (outputs, _) in self._kept.items() if not sizes), [])
+        """Uninitialised CPU tensors shaped like its outputs at the problem's own sizes (none
+        before its first trial there)."""
+        return [torch.empty(shape, dtype=dtype) for shape, dtype in self.output_specs]
 
     @property
     def budget_left(self) -> int:

@@ -83,10 +83,11 @@ class Lane:
             self.reference = None
 
     def judge(self, problem: Problem, candidate: Candidate, outcome: BuildOutcome | None,
-              running: Callable[[], ContextManager] = contextlib.nullcontext) -> Result:
+              running: Callable[[], ContextManager] = contextlib.nullcontext, later_of_problem: bool = True) -> Result:
         """The candidate's Result. Its code runs inside `running()`. A reference that cannot start
         skips the problem's candidates; one that dies while a candidate runs is that candidate's
-        crash, and is started afresh for the next."""
+        crash, and is started afresh for the next. `later_of_problem`: whether candidates of the
+        same problem may follow (the reference then keeps its expected outputs for them)."""
         subject = Subject.of(self.run_id, candidate, problem)
         if self.reference is not None and self.reference.problem.id != problem.id:
             self._drop_reference()
@@ -96,7 +97,8 @@ class Lane:
             verdict = verdicts.reference_failed(self.reference_failures[problem.id])
             return verdicts.result(subject, verdict, Observations(gpu=self.placement.gpu))
         run = CandidateRun(problem, candidate, self.config, self.cache.key_dir(candidate.code_hash), self.reference,
-                           self.run_id, self.placement, outcome, self._worker(), self.quiet, self.pace)
+                           self.run_id, self.placement, outcome, self._worker(), self.quiet, self.pace,
+                           later_of_problem)
         try:
             with running():
                 return run.run()

@@ -74,6 +74,11 @@ class ReadyQueue:
             self._coming[problem_id] -= 1
             self._cond.notify_all()
 
+    def more_of(self, problem_id: str) -> bool:
+        """Whether an item of this problem is still ready or to come (always, on a stream)."""
+        with self._cond:
+            return self._expected == math.inf or bool(self._items[problem_id]) or self._coming[problem_id] > 0
+
     def _upcoming(self, lane: int, skip: set[str]) -> str | None:
         """The first problem with items still to come and none ready, held by no other lane and
         not in `skip`."""
@@ -297,7 +302,8 @@ class Pipeline:
             while (item := self._next(lane, judge)) is not None:
                 candidate, outcome = item
                 result = judge.judge(plan.problems[candidate.problem_id], candidate, outcome,
-                                     lambda: self.active.running(candidate.rel_path))
+                                     lambda: self.active.running(candidate.rel_path),
+                                     later_of_problem=self._ready.more_of(candidate.problem_id))
                 self._emit(result, candidate)
 
     def _next(self, lane: int, judge: Lane):

@@ -46,7 +46,8 @@ def evaluate_task(problem: Problem, batch: list[tuple[Candidate, BuildOutcome | 
         env = env | {"CUDA_VISIBLE_DEVICES": visible_gpu(gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))}
     placement = Placement(gpu=gpu, gpu_node=None if gpu is None else gpu_device_node(gpu), env=env, sandbox=sandbox)
     with Lane(config, run_id, placement, cache, {}) as lane:
-        return [lane.judge(problem, candidate, outcome) for candidate, outcome in batch]
+        return [lane.judge(problem, candidate, outcome, later_of_problem=index < len(batch) - 1)
+                for index, (candidate, outcome) in enumerate(batch)]
 
 
 class RayPipeline:

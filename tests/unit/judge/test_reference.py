@@ -1,12 +1,20 @@
 """The reference's recalibration: the per-call overhead a candidate's wall times are held to, and
-the reference time its speedup is against; a first timing dragged up by slow calls looked at twice."""
+the reference time its speedup is against; a first timing dragged up by slow calls looked at twice.
+Its expected outputs: read in place, or kept for later candidates; a degenerate problem judged
+from them a seed at a time."""
+
+from pathlib import Path
 
 import pytest
+import torch
 
+from harness.inputs.problems import discover_problems
 from harness.judge import reference
 from harness.judge.reference import ReferenceRunner, needs_second_look, surely_faster
 from harness.judge.timer import Timed, timing_stats
 from harness.records import EvalConfig, TimingStats
+from harness.worker import processes
+from tests.support import DATA
 
 
 def recalibrating(median_ms: float, overheads: list[float], device: str = "cuda"):
@@ -121,3 +129,49 @@ def test_a_reference_timed_within_its_usual_spread_is_timed_once():
     assert asked == [1] and runner.timing.median_ms == 166.0
     assert needs_second_look([369.0, 80.0, 98.0, 80.0, 80.0]) is False  # one slow call moves no median
     assert needs_second_look([]) is False
+
+
+def process_states(root: int) -> set[str]:
+    return {Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] for pid in processes.tree(root)}
+
+
+@pytest.fixture(scope="module")
+def tiny_reference(tmp_path_factory):
+    problem = next(p for p in discover_problems(DATA / "problems") if p.id == "tiny_relu")
+    runner = ReferenceRunner(problem, EvalConfig(device="cpu"), tmp_path_factory.mktemp("key"))
+    runner.load()
+    yield runner
+    runner.close()
+
+
+def test_expected_outputs_are_read_in_place_with_the_reference_stopped_unless_kept_for_later_candidates(tiny_reference):
+    """Read in place, nothing is copied: the reference's worker, idle meanwhile, is stopped for
+    the block so that they stay as they are. Kept, they outlive the block for the next candidate."""
+    with tiny_reference.expected(7) as (outputs, inputs):
+        assert process_states(tiny_reference.worker.pid) == {"T"}
+        assert torch.equal(outputs[0], inputs[0].relu())
+        seen = outputs[0].clone()
+    assert "T" not in process_states(tiny_reference.worker.pid)
+    assert tiny_reference.budget_left == tiny_reference.memory_budget  # nothing kept
+    with tiny_reference.expected(7, keep=True) as (kept, _):
+        assert torch.equal(kept[0], seen)
+    assert tiny_reference.budget_left < tiny_reference.memory_budget
+    with tiny_reference.expected(7) as (again, _):
+        assert again[0] is kept[0]
+
+
+def test_a_degenerate_problem_is_judged_once_every_correctness_seed_was_seen_once(tiny_reference):
+    """Fed one seed's outputs at a time, from whichever candidate got that far: the first seed's
+    are copied (what was fed is read in place and reused), later ones compared as they come, and
+    a seed seen twice counts once."""
+    first, ones = torch.ones(64, 256), [torch.ones(64, 256)]
+    tiny_reference.watch_degenerate(1, [first])
+    first.fill_(5.0)  # the buffer it was read from, reused
+    for seed in (2, 2):
+        tiny_reference.watch_degenerate(seed, ones)
+    assert tiny_reference.degenerate([1, 2, 3]) == []  # seed 3 not seen yet: its candidate failed before
+    tiny_reference.watch_degenerate(3, ones)
+    assert tiny_reference.degenerate([1, 2, 3]) == ["a constant output is within tolerance",
+                                                    "outputs for 3 different inputs agree within tolerance"]
+    tiny_reference.watch_degenerate(4, [torch.randn(64, 256)])  # judged already
+    assert len(tiny_reference.degenerate([1, 2, 3])) == 2

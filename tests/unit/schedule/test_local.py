@@ -2,6 +2,7 @@
 results reach the caller until the run is stopped, and not after."""
 
 import itertools
+import math
 import threading
 import time
 
@@ -60,6 +61,22 @@ def test_a_lane_with_nothing_ready_starts_the_references_of_problems_still_build
     ready.expect_fewer("c")  # c's only build failed: no reference to start
     ready.put("a", "a1")
     assert ready.take(0, ahead={"a"}) == "a1" and ready.take(0, ahead={"a"}) is None
+
+
+def test_a_lane_hears_whether_more_of_its_problem_may_come():
+    """Its reference keeps expected outputs only for later candidates of the problem: those ready,
+    those still building, and on a stream any."""
+    ready = ReadyQueue(["a", "b"], expected=3)
+    ready.admit("a"), ready.admit("a"), ready.admit("b")
+    ready.put("a", "a1")
+    assert ready.take(0) == "a1" and ready.more_of("a")  # a2 still building
+    ready.put("b", "b1")
+    assert ready.take(1) == "b1" and not ready.more_of("b")
+    ready.expect_fewer("a")  # a2 failed to build
+    assert not ready.more_of("a")
+    stream = ReadyQueue(["a"], expected=math.inf)
+    stream.admit("a"), stream.put("a", "a1")
+    assert stream.take(0) == "a1" and stream.more_of("a")
 
 
 def crash(candidate: str) -> Result:
