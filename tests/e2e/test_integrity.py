@@ -36,6 +36,7 @@ EXPECTED = {
     "tiny_mse/honest_mse.py": ("ok", None),
     "tiny_relu/profiler_aware.py": (None, None),  # rejected, or at the reference's own speed: see below
     "tiny_relu/watched_slow.py": ("rejected", "inconsistent_when_profiled"),
+    "tiny_relu/watched_padded.py": ("rejected", "inconsistent_when_profiled"),  # dozens of trivial operators buy no room
     "tiny_relu/busy_once.py": ("ok", None),  # slow profiled calls get a second look
     "tiny_linear/matmul_as_conv.py": ("rejected", "reference_fallback"),
     "tiny_relu/glue_ops.py": ("ok", None),

@@ -119,6 +119,17 @@ def test_operators_named_by_the_thousand_buy_no_more_room_than_a_composed_candid
     assert profiled_too_slow(Timed(wall_ms=[0.7] * 9, profiled_wall_ms=[6.0], profiles=dozen), reference, 8, "cpu") is None
 
 
+def test_a_one_operator_reference_does_not_make_each_padded_operator_cost_its_whole_profiler_start():
+    """A relu reference paid 1.8 ms for the profiler, nearly all of it the profiler's start and
+    stop. A candidate that pads its watched calls with 64 trivial operators gets room for 64 cheap
+    records, not 64 times 1.8 ms (230 ms: enough to show a slow kernel of its own only when
+    watched and run a library call otherwise)."""
+    relu = Timed(wall_ms=[0.2] * 5, profiled_wall_ms=[2.0])
+    padded = [Profile(ops=["aten::relu"] + [f"aten::op{i}" for i in range(63)])]
+    assert profiled_too_slow(Timed(wall_ms=[0.7] * 9, profiled_wall_ms=[30.0], profiles=padded), relu, 1, "cuda")
+    assert profiled_too_slow(Timed(wall_ms=[0.7] * 9, profiled_wall_ms=[4.5], profiles=padded), relu, 1, "cuda") is None
+
+
 def test_input_mutation_is_exact_and_nan_safe():
     a = torch.arange(6.0)
     assert mutated_inputs([a, a], [a.clone(), a + 1e-3 * (a == 5)]) == [1]
