@@ -233,10 +233,14 @@ def test_forged_timing_gains_nothing(gpu_tricks):
 
 def test_code_that_runs_only_when_watched_is_caught_when_slower_than_the_profiler_explains(gpu_tricks):
     """watched_slow.py sleeps 50 ms in every profiled call: slower than the profiler's cost on the
-    reference, both when it was timed and as measured again with the candidate stopped."""
+    reference, both when it was timed and as measured again with the candidate stopped.
+    watched_padded.py spins 20 ms in them, its profiles padded with 62 trivial operators."""
     watched = gpu_tricks["relu/watched_slow.py"]
     assert watched["status"] == "rejected" and watched["flags"] == ["inconsistent_when_profiled"], \
         (watched["status"], watched["error"])
+    padded = gpu_tricks["relu/watched_padded.py"]  # 62 trivial operators named buy no room
+    assert padded["status"] == "rejected" and "inconsistent_when_profiled" in padded["flags"], \
+        (padded["status"], padded["error"])
 
 
 def test_spinners_left_for_the_recalibration_gain_nothing(gpu_tricks):
