@@ -268,7 +268,7 @@ class CandidateRun:
         candidate's next call 3 to 5 times slower on the 2-core VM, whose freed memory comes back
         from its host slowly (slow calls in 7 of 8 runs of four big problems with fresh copies,
         none in 3 runs with the room made first)."""
-        size = sum(t.nbytes for t in self.reference.output_like())
+        size = self.reference.output_bytes
         if self.config.device != "cpu" or not size:
             return []
         count = min(SPARE_COPIES, self.reference.budget_left // size)

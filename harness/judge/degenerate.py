@@ -26,7 +26,7 @@ class DegenerateCheck:
     4.8 s on two cores in float64 copies."""
 
     def __init__(self, first: list[torch.Tensor], atol: float, rtol: float):
-        self.first = [t.to(work_dtype(t.dtype)) for t in first]
+        self.first = first
         self.tolerance = Tolerance(atol=atol, rtol=rtol)
         self.others = 0
         self.all_agree = True
@@ -38,8 +38,9 @@ class DegenerateCheck:
 
     def flags(self) -> tuple[list[str], list[str]]:
         atol, rtol = self.tolerance.atol, self.tolerance.rtol
+        first = [t.to(work_dtype(t.dtype)) for t in self.first]
         flags, notes = [], []
-        peaks = [float(t.abs().max()) for t in self.first if t.numel()]
+        peaks = [float(t.abs().max()) for t in first if t.numel()]
         # All zeros are within tolerance where |t| <= atol + rtol * |t| everywhere (NaN never is).
         if all(peak * (1 - rtol) <= atol for peak in peaks):
             flags.append("zeros_pass")
@@ -49,7 +50,7 @@ class DegenerateCheck:
             notes.append(f"every output value is below {10 * atol:g}")
         # A scalar (a loss) is trivially constant within one call; whether it depends on its inputs is
         # what input_insensitive asks.
-        sized = [t for t in self.first if t.numel() > 1]
+        sized = [t for t in first if t.numel() > 1]
         if sized and all(float(t.max() - t.min()) <= atol + rtol * float(t.abs().mean()) for t in sized):
             flags.append("near_constant")
             notes.append("a constant output is within tolerance")

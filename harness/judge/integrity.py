@@ -44,9 +44,7 @@ MIN_REFERENCE_SHARE = 0.5  # the threshold never drops below a quarter of the ti
 # A profiled call may take this much longer than the median of the unprofiled ones (the profiler's
 # own cost, beyond the reference's measured ratio) before the candidate is taken to behave differently.
 PROFILED_FACTOR = 1.5
-# What the profiler adds per operator recorded, beyond its start and stop, generously: 0.013 ms on
-# the 2-core VM (2026-11-26, 1 to 128 operators).
-PROFILER_COST_PER_OP_MS = {"cuda": 0.01, "cpu": 0.1}
+PROFILER_COST_PER_OP_MS = {"cuda": 0.01, "cpu": 0.1}  # at least: what the profiler adds per operator recorded
 JITTER_MS = {"cuda": 0.1, "cpu": 2.0}
 # The operators that allowance counts, at most: the list is the worker's to write (and distinct
 # operators are the candidate's to call, only when profiled), so it cannot buy unbounded room;
@@ -146,21 +144,23 @@ def profiled_too_slow(candidate, reference, reference_ops: int, device: str) -> 
     """A candidate that runs other code when the profiler is on (its own kernel when watched, a
     library call otherwise) is slower on the profiled calls than on the others, as the parent's
     own clock sees them. `candidate`, `reference`: their Timed calls. The fastest profiled call
-    may exceed the median by PROFILED_FACTOR, plus twice the profiler's cost: what it cost the
-    reference, and a floor for each operator the candidate ran (up to a bound), plus scheduling
-    jitter. The reference's cost is not spread over its operators: most of it is the profiler's
-    start and stop (on the 2-core VM 0.42 ms for one operator, 2.0 ms for 128), so a reference of
-    one operator would otherwise allow its whole cost again for every operator a candidate names."""
+    may exceed the median by PROFILED_FACTOR, plus the profiler's cost per operator it records
+    (as measured on the reference, at least a floor) twice over for each operator the candidate
+    ran (up to a bound), plus scheduling jitter. Per operator named, not per call: the profiler
+    costs each call 34 to 75 us on an H100 beside a fixed 1.6 ms (4 to 18 us and 0.42 ms on the
+    2-core VM), so a launch-bound honest candidate (256 calls of 8 operators: 4.6 ms, 16.1 ms
+    profiled) needs about the reference's whole cost per name it ran (1,024 calls: 15.5 ms, 53 ms
+    profiled, would be convicted even so); the price is room for a watched path padded with
+    trivial operators (docs/threat-model.md, row 1)."""
     if not candidate.profiled_wall_ms or not candidate.wall_ms:
         return None
     median = statistics.median(candidate.wall_ms)
-    reference_cost = 0.0
+    per_op = PROFILER_COST_PER_OP_MS[device]
     if reference is not None and reference.profiled_wall_ms and reference.wall_ms and reference_ops:
-        reference_cost = max(0.0, min(reference.profiled_wall_ms) - statistics.median(reference.wall_ms))
+        per_op = max(per_op, (min(reference.profiled_wall_ms) - statistics.median(reference.wall_ms)) / reference_ops)
     operators = min(max((len(p.ops) for p in candidate.profiles), default=0),
                     max(COUNTED_OPERATORS, 2 * reference_ops))
-    allowed = median * PROFILED_FACTOR + 2 * (reference_cost + PROFILER_COST_PER_OP_MS[device] * max(1, operators)) \
-        + JITTER_MS[device]
+    allowed = median * PROFILED_FACTOR + 2 * per_op * max(1, operators) + JITTER_MS[device]
     fastest = min(candidate.profiled_wall_ms)
     if fastest <= allowed:
         return None

@@ -293,7 +293,7 @@ class ReferenceRunner:
                 # 8.5 GB timed-output copy, before a smaller other-shapes output is kept) pins the
                 # whole block for as long as the problem's candidates run (7.2 GB on an H200).
                 release_device_cache(self.config.device)
-                self._kept[key] = ([t.clone() for t in outputs], [t.clone() for t in inputs])
+                self._kept[key] = (self._copied(outputs), self._copied(inputs))
                 self._kept_bytes += size
                 del outputs, inputs
                 yield self._kept[key]
@@ -303,15 +303,18 @@ class ReferenceRunner:
     def watch_degenerate(self, seed: int, outputs: list[torch.Tensor]) -> None:
         """Feed a correctness trial's expected outputs (at the problem's own sizes) to the check
         for a degenerate problem, once per seed; the first seed's are copied for it."""
-        if self._degenerate_notes is not None or seed in self._watched or \
-                sum(t.nbytes for t in outputs) > DEGENERATE_CHECK_BYTES:
+        size = sum(t.nbytes for t in outputs)
+        if self._degenerate_notes is not None or seed in self._watched or size > DEGENERATE_CHECK_BYTES:
             return
-        self._watched.add(seed)
         if self._degenerate is None:
+            if self._kept_bytes + size > self.memory_budget:
+                return
             tolerance = self.config.tolerance_for(self.problem)
-            self._degenerate = DegenerateCheck([t.clone() for t in outputs], tolerance.atol, tolerance.rtol)
+            self._degenerate = DegenerateCheck(self._copied(outputs), tolerance.atol, tolerance.rtol)
+            self._kept_bytes += size  # the copy counts against what the parent keeps until judged
         else:
             self._degenerate.add(outputs)
+        self._watched.add(seed)
 
     def degenerate(self, seeds: list[int]) -> list[str]:
         """What makes the problem trivially passable, once `watch_degenerate` has seen every one
@@ -321,8 +324,22 @@ class ReferenceRunner:
             if len(seeds) < 2 or self._degenerate is None or not self._watched.issuperset(seeds):
                 return []
             self._degenerate_notes = self._degenerate.flags()[1]
+            self._kept_bytes -= sum(t.nbytes for t in self._degenerate.first)
             self._degenerate = None  # and its copy of the first outputs with it
         return self._degenerate_notes
+
+    def _copied(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Copies of tensors read in place, finished before that place goes (a GPU copy still
+        running when its mapping closes would read memory that is no longer there)."""
+        copies = [t.clone() for t in tensors]
+        if self.config.device == "cuda":
+            torch.cuda.synchronize()
+        return copies
+
+    @property
+    def output_bytes(self) -> int:
+        """The bytes of its outputs at the problem's own sizes (0 before its first trial there)."""
+        return sum(shape.numel() * dtype.itemsize for shape, dtype in self.output_specs)
 
     def output_like(self) -> list[torch.Tensor]:
         """Uninitialised CPU tensors shaped like its outputs at the problem's own sizes (none
@@ -336,5 +353,6 @@ class ReferenceRunner:
 
     def close(self) -> None:
         self._kept.clear()
+        self._degenerate = None
         release_device_cache(self.config.device)
         self.worker.close()

@@ -36,7 +36,7 @@ EXPECTED = {
     "tiny_mse/honest_mse.py": ("ok", None),
     "tiny_relu/profiler_aware.py": (None, None),  # rejected, or at the reference's own speed: see below
     "tiny_relu/watched_slow.py": ("rejected", "inconsistent_when_profiled"),
-    "tiny_relu/watched_padded.py": ("rejected", "inconsistent_when_profiled"),  # dozens of trivial operators buy no room
+    "tiny_relu/watched_padded.py": (None, None),  # rejected, or at the reference's own speed: see below
     "tiny_relu/busy_once.py": ("ok", None),  # slow profiled calls get a second look
     "tiny_linear/matmul_as_conv.py": ("rejected", "reference_fallback"),
     "tiny_relu/glue_ops.py": ("ok", None),
@@ -120,6 +120,11 @@ def test_a_candidate_that_tells_the_profiler_apart_gains_nothing(judged):
     aware = judged["tiny_relu/profiler_aware.py"]
     assert aware["status"] == "rejected" or aware["speedup"] < 1.6, (aware["status"], aware["speedup"])
     assert judged["tiny_relu/watched_slow.py"]["status"] == "rejected"
+    # Its watched path padded with 62 trivial operators, each buying the profiler's cost on the
+    # reference as room (what launch-bound honest candidates need): not caught, but unwatched it
+    # runs the reference's own operator, which cannot beat it.
+    padded = judged["tiny_relu/watched_padded.py"]
+    assert padded["status"] == "rejected" or padded["speedup"] < 1.6, (padded["status"], padded["speedup"])
     assert "reference_fallback" in judged["tiny_linear/matmul_as_conv.py"]["flags"]
     assert "library convolution" in " ".join(judged["tiny_linear/matmul_as_conv.py"]["evidence"])
 

@@ -238,9 +238,11 @@ def test_code_that_runs_only_when_watched_is_caught_when_slower_than_the_profile
     watched = gpu_tricks["relu/watched_slow.py"]
     assert watched["status"] == "rejected" and watched["flags"] == ["inconsistent_when_profiled"], \
         (watched["status"], watched["error"])
-    padded = gpu_tricks["relu/watched_padded.py"]  # 62 trivial operators named buy no room
-    assert padded["status"] == "rejected" and "inconsistent_when_profiled" in padded["flags"], \
-        (padded["status"], padded["error"])
+    # Padded with 62 trivial operators, each buying the profiler's cost on the reference as room
+    # (what launch-bound honest candidates need): caught or not, unwatched it runs the reference's
+    # own operator, which cannot beat it.
+    padded = gpu_tricks["relu/watched_padded.py"]
+    assert padded["status"] == "rejected" or padded["speedup"] < 1.5, (padded["status"], padded["speedup"])
 
 
 def test_spinners_left_for_the_recalibration_gain_nothing(gpu_tricks):

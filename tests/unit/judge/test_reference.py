@@ -162,10 +162,13 @@ def test_expected_outputs_are_read_in_place_with_the_reference_stopped_unless_ke
 
 def test_a_degenerate_problem_is_judged_once_every_correctness_seed_was_seen_once(tiny_reference):
     """Fed one seed's outputs at a time, from whichever candidate got that far: the first seed's
-    are copied (what was fed is read in place and reused), later ones compared as they come, and
-    a seed seen twice counts once."""
+    are copied (what was fed is read in place and reused; the copy counts against the memory the
+    parent keeps until the problem is judged), later ones compared as they come, and a seed seen
+    twice counts once."""
     first, ones = torch.ones(64, 256), [torch.ones(64, 256)]
+    budget = tiny_reference.budget_left
     tiny_reference.watch_degenerate(1, [first])
+    assert tiny_reference.budget_left == budget - first.nbytes  # its copy counts until judged
     first.fill_(5.0)  # the buffer it was read from, reused
     for seed in (2, 2):
         tiny_reference.watch_degenerate(seed, ones)
@@ -173,5 +176,6 @@ def test_a_degenerate_problem_is_judged_once_every_correctness_seed_was_seen_onc
     tiny_reference.watch_degenerate(3, ones)
     assert tiny_reference.degenerate([1, 2, 3]) == ["a constant output is within tolerance",
                                                     "outputs for 3 different inputs agree within tolerance"]
+    assert tiny_reference.budget_left == budget
     tiny_reference.watch_degenerate(4, [torch.randn(64, 256)])  # judged already
     assert len(tiny_reference.degenerate([1, 2, 3])) == 2

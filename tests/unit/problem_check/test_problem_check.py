@@ -17,6 +17,14 @@ def test_flags_from_outputs():
     assert degenerate_flags(healthy, 1e-4, 1e-4)[0] == []
 
 
+def test_outputs_of_every_dtype_are_compared_in_their_own():
+    """Half-precision and integer outputs that ignore their inputs are found too (their first
+    seed's are not compared as a float32 copy, which no other seed's dtype matches)."""
+    for dtype in (torch.float16, torch.bfloat16, torch.int64):
+        same = [[(torch.arange(100) % 7).to(dtype)] for _ in range(3)]
+        assert degenerate_flags(same, 1e-2, 1e-2)[0] == ["input_insensitive"], dtype
+
+
 def test_check_command_on_problem_files(tmp_path, capsys):
     assert main(["check", str(DATA / "degenerate"), "--device", "cpu", "--json", str(tmp_path / "f.jsonl")]) == 0
     findings = {f["problem"]: f["flags"] for f in map(json.loads, (tmp_path / "f.jsonl").read_text().splitlines())}
