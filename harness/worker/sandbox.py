@@ -186,19 +186,38 @@ def _existing(paths) -> list[str]:
     return seen
 
 
+def _holds(directory: str, path: str) -> bool:
+    """Whether `path` is `directory` or lies under it."""
+    return os.path.commonpath([directory, path]) == directory
+
+
+def _not_the_users(paths) -> list[str]:
+    """`paths` less the directories that hold the one the harness runs in or the harness's own
+    package: `python -m harness` puts the current directory on the import path, an editable
+    install its checkout, and either may hold what no worker should read (a `.env`, the results
+    database, earlier runs' reports). A worker loads the harness from its package dir alone."""
+    try:
+        users = [os.getcwd(), os.path.dirname(PACKAGE_DIR)]
+    except FileNotFoundError:  # run from a directory since removed: nothing there to read
+        users = [os.path.dirname(PACKAGE_DIR)]
+    return [p for p in _existing(paths) if not any(_holds(p, user) for user in users)]
+
+
 def readable_paths(env: dict[str, str]) -> list[str]:
     """Where a worker may read: the system, this interpreter and its import path, the harness,
     and the toolchains its environment names (CPATH: a build's precompiled torch header). Not
-    HOME, not /tmp, not the results."""
+    HOME, not /tmp, not the results, not the directory the harness runs in."""
     toolchains = [p for name in ("PATH", "LD_LIBRARY_PATH", "CPATH") for p in env.get(name, "").split(os.pathsep)]
     toolchains += [env.get("CUDA_HOME", ""), env.get("CUDA_PATH", "")]
-    return _existing([*SYSTEM_READ, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path, PACKAGE_DIR, *toolchains])
+    return _existing([*SYSTEM_READ, sys.prefix, sys.base_prefix, sys.exec_prefix, PACKAGE_DIR,
+                      *python_path(), *_not_the_users(toolchains)])
 
 
 def python_path() -> list[str]:
-    """The parent's import path, absolute: a worker started in isolated mode (no PYTHONPATH, no
-    user site, no current directory) gets exactly these, read-only under Landlock."""
-    return _existing(os.path.abspath(p) for p in sys.path if p)
+    """The parent's import path, absolute, less the user's directories (`_not_the_users`): a
+    worker started in isolated mode (no PYTHONPATH, no user site, no current directory) gets
+    exactly these, read-only under Landlock."""
+    return _not_the_users(os.path.abspath(p) for p in sys.path if p)
 
 
 def _entries(dev: str) -> list[str] | None:

@@ -101,6 +101,7 @@ def layout(tmp: Path) -> dict:
     (paths["other"] / "index.html").write_text("<html></html>")
     shutil.copytree(REPO / "harness", paths["pkg"] / "harness", ignore=shutil.ignore_patterns("__pycache__"))
     (paths["problems"] / "relu_4m.py").write_text(PROBLEM)
+    (paths["run"] / ".env").write_text("API_KEY=decoy-in-the-directory-the-harness-runs-in\n")
     return paths
 
 
@@ -126,8 +127,10 @@ def digests(paths: dict) -> dict[str, str]:
 
 def run_harness(paths: dict, marker: str, db: Path, out: Path, device: str, *extra: str) -> subprocess.CompletedProcess:
     """The harness from the package copy in tmp_path, as a caller would run it: its own HOME,
-    TMPDIR and a secret in its environment; `marker` on its command line for the attackers."""
-    code = f"import sys; sys.path.insert(0, {str(paths['pkg'])!r}); from harness.cli import main; sys.exit(main(sys.argv[2:]))"
+    TMPDIR and a secret in its environment, the directory it runs in on its import path (as
+    `python -m harness` puts it); `marker` on its command line for the attackers."""
+    code = (f"import os, sys; sys.path[:0] = [os.getcwd(), {str(paths['pkg'])!r}]; "
+            "from harness.cli import main; sys.exit(main(sys.argv[2:]))")
     args = ["eval", str(paths["candidates"]), "--problems", str(paths["problems"]), "--device", device, "--trials", "20",
             "--correctness-trials", "2", "--timeout", "30", "--build-dir", str(paths["build"]), "--db", str(db),
             "--out", str(out), "--max-host-memory", HOST_MEMORY[device], *LIMITS, *extra]
@@ -166,7 +169,7 @@ def hostile_run(tmp: Path, device: str):
     targets = {"tmp": str(tmp), "home": str(paths["home"]), "other": str(paths["other"]), "pkg": str(paths["pkg"]),
                "db": str(paths["run"] / "h.db"), "out": str(paths["run"] / "out"), "build": str(paths["build"]),
                "problems": str(paths["problems"]), "candidates": str(paths["candidates"]), "port": listener.port,
-               "marker": marker, "daemon_marker": daemon_marker, "secret": SECRET}
+               "marker": marker, "daemon_marker": daemon_marker, "secret": SECRET, "run": str(paths["run"])}
     write_candidates(paths, ATTACKS, targets, device)
     before = digests(paths)
     try:
@@ -219,6 +222,8 @@ def test_the_results_are_the_harness_own(hostile):
 def test_no_secret_leaves_the_parent_and_no_connection_is_made(hostile):
     assert SECRET not in (hostile["paths"]["run"] / "out" / "results.jsonl").read_text()
     assert hostile["results"]["h_snoop.py"]["status"] == "ok"
+    assert hostile["results"]["h_read_cwd.py"]["status"] == "ok"  # the directory it runs in is not the workers' to read
+    assert "decoy-in-the-directory" not in (hostile["paths"]["run"] / "out" / "results.jsonl").read_text()
     assert hostile["listener"].connections == 0
 
 

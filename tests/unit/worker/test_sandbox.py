@@ -112,6 +112,19 @@ def test_reads_cover_python_and_the_harness_but_not_home_or_tmp(tmp_path):
     assert "" not in python_path() and all(os.path.isabs(p) for p in python_path())
 
 
+def test_the_directory_the_harness_runs_in_is_not_readable_though_on_its_import_path(tmp_path, monkeypatch):
+    """`python -m harness` puts the current directory on sys.path (an editable install its
+    checkout): it may hold a .env or the results; what lies below it on the import path stays."""
+    work = tmp_path / "project"
+    site = work / ".venv" / "site-packages"
+    site.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(sys, "path", [str(work), str(tmp_path), str(site), *sys.path])
+    for paths in (python_path(), readable_paths({"PATH": f"{work}:/usr/bin"})):
+        assert str(work) not in paths and str(tmp_path) not in paths and str(site) in paths
+    assert str(Path(PACKAGE_DIR).parent) not in readable_paths({"PATH": "/usr/bin"})
+
+
 def test_a_build_may_read_the_precompiled_header_its_cpath_names(tmp_path):
     header = tmp_path / "headers" / "digest"
     header.mkdir(parents=True)
