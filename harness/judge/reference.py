@@ -20,6 +20,7 @@ from ..records import EvalConfig, Problem, TimingStats
 from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped
 from ..worker.protocol import Command, HardwareFloor, ParamDigest, Peaks, Profile, Reply, TensorRef, WorkerJob
 from .degenerate import DegenerateCheck
+from .integrity import mutated_inputs
 from .timer import Feed, Timed, Timer, TimingPlan, timing_stats
 
 KEPT_SHARE = 0.25  # of the device's memory (or the host's, on a CPU run) for expected outputs kept for reuse
@@ -143,6 +144,7 @@ class ReferenceRunner:
         self._watched: set[int] = set()  # seeds fed to _degenerate
         self._degenerate_notes: list[str] | None = None  # its verdict, once every seed was seen
         self.output_specs: list[tuple[torch.Size, torch.dtype]] = []  # its outputs at the problem's own sizes
+        self._fed: tuple[int, list[TensorRef]] | None = None  # the seed last fed, and its inputs in this worker's buffer
 
     def _checked(self, reply_fn, what: str) -> Reply:
         try:
@@ -155,6 +157,7 @@ class ReferenceRunner:
         return reply
 
     def _request(self, command: Command, what: str) -> Reply:
+        self._fed = None  # its commit buffer is about to be written again
         return self._checked(lambda: self.worker.request(command, f"reference {what}"), what)
 
     @property
@@ -258,12 +261,29 @@ class ReferenceRunner:
         reply = self._request(Command(op="inputs", seed=seed), "inputs")
         if reply.inputs is None:
             return None
+        with self._inputs(reply.inputs) as inputs:
+            fed = target.feed(inputs, "timing")  # a worker that does not stop for it: its own failure
+        self._fed = (seed, reply.inputs)
+        return fed
+
+    @contextlib.contextmanager
+    def _inputs(self, refs: list[TensorRef]) -> Iterator[list[torch.Tensor]]:
+        """The inputs it made (`refs`), views of its commit buffer, its worker stopped meanwhile."""
         with contextlib.ExitStack() as reading:
             try:
-                inputs = reading.enter_context(self.worker.reading(reply.inputs, "reference inputs", held=True))
+                inputs = reading.enter_context(self.worker.reading(refs, "reference inputs", held=True))
             except WorkerStopped as stopped:
                 raise ReferenceFailed(f"reference inputs: {stopped.stop.error}") from None
-            return target.feed(inputs, "timing")  # a worker that does not stop for it: its own failure
+            yield inputs
+
+    def fed_inputs_changed(self, target: Worker, seed: int, fed: list[TensorRef]) -> list[int]:
+        """Positions of the inputs fed to `target` for its last timed call (`seed`; `fed`, where
+        they are in its feed file) that its forward left changed, byte for byte against this
+        worker's own, still in its commit buffer: it ran nothing since it made them."""
+        if self._fed is None or self._fed[0] != seed:
+            raise RuntimeError("the reference's last inputs are not the ones fed for this call")
+        with self._inputs(self._fed[1]) as made, target.fed_back(fed, "timing") as left:
+            return mutated_inputs(made, left)
 
     @contextlib.contextmanager
     def expected(self, seed: int, sizes: dict[str, int] | None = None,

@@ -55,6 +55,7 @@ DISAGREE_FACTOR = 1.1  # a vouched median this far above the reported one (and b
 
 
 Feed = Callable[[int], "list[TensorRef] | None"]  # a seed's inputs, written into the timed worker: where they are
+Check = Callable[[int, Reply, "list[TensorRef] | None"], object]  # a chosen call's seed, reply and fed inputs: an objection or None
 
 
 class TimingPlan(BaseModel):
@@ -117,9 +118,10 @@ def timing_stats(samples_ms: list[float], clock: str, stopped: str | None = None
 
 
 class Timer:
-    """Drives one worker's timing phase. `check(seed, reply)` is asked about the calls chosen for
-    verification (it returns a reason to stop, or None, once it has copied or compared the call's
-    outputs); nothing of the choice reaches the worker before that."""
+    """Drives one worker's timing phase. `check(seed, reply, fed)` is asked about the calls chosen
+    for verification (`fed`: where the call's inputs were fed, or None; it returns a reason to
+    stop, or None, once it has copied or compared the call's outputs); nothing of the choice
+    reaches the worker before that."""
 
     def __init__(self, worker: Worker, plan: TimingPlan, rng: random.Random, phase: str = "timing",
                  quiet: Callable[[], ContextManager] = contextlib.nullcontext, feed: Feed | None = None):
@@ -138,7 +140,7 @@ class Timer:
         return self.worker.request(Command(op="warmup", seeds=seeds, fed=self._fed(seeds[-1]) if seeds else None),
                                    self.phase)
 
-    def run(self, check: Callable[[int, Reply], object] | None = None, profiled: int = MIN_PROFILED) -> tuple[Timed, object]:
+    def run(self, check: Check | None = None, profiled: int = MIN_PROFILED) -> tuple[Timed, object]:
         """(what was measured, the first thing `check` objected to, or the failed reply, or None)."""
         with self.quiet():
             return self._run(check, profiled)
@@ -150,12 +152,12 @@ class Timer:
             seed = self.seed()
             verify = check is not None and self.rng.random() < (VERIFY_EARLY if calls < EARLY_CALLS else VERIFY_LATE)
             profiled = calls in profile_at
-            reply = self._call(timed, seed, profile=profiled)
+            reply, fed = self._call(timed, seed, profile=profiled)
             calls += 1
             if not reply.ok:
                 return timed, reply
             # The outputs are copied before the worker gets another command (its profile's included).
-            objection = check(seed, reply) if verify else None
+            objection = check(seed, reply, fed) if verify else None
             if objection is not None:
                 return timed, objection
             if profiled and not (summary := self._profile(timed)).ok:
@@ -173,7 +175,7 @@ class Timer:
         the failed reply, if one fails."""
         with self.quiet():
             for _ in range(count):
-                reply = self._call(timed, self.seed(), profile=True)
+                reply, _ = self._call(timed, self.seed(), profile=True)
                 if not reply.ok:
                     return reply
                 if not (summary := self._profile(timed)).ok:
@@ -188,22 +190,23 @@ class Timer:
             timed.profiles.append(summary.profile)
         return summary
 
-    def _call(self, timed: Timed, seed: int, profile: bool) -> Reply:
-        """One timed call, recorded in `timed` if it succeeded. Fed inputs go with no seed."""
+    def _call(self, timed: Timed, seed: int, profile: bool) -> tuple[Reply, list[TensorRef] | None]:
+        """One timed call, recorded in `timed` if it succeeded, and where its inputs were fed (if
+        they were). Fed inputs go with no seed."""
         fed = self._fed(seed)
         command = Command(op="timed", seed=0 if fed is not None else seed, fed=fed, profile=profile)
         sent = time.perf_counter()
         reply = self.worker.request(command, self.phase)
         wall_ms = (time.perf_counter() - sent) * 1000
         if not reply.ok:
-            return reply
+            return reply, fed
         timed.threads_alive = max(timed.threads_alive, reply.threads_alive)
         if profile:  # its profile is asked for next (`_profile`)
             timed.profiled_wall_ms.append(wall_ms)
         else:
             timed.reported_ms.append(reply.elapsed_ms)
             timed.wall_ms.append(wall_ms)
-        return reply
+        return reply, fed
 
     def _profile_calls(self, count: int) -> set[int]:
         """Which calls are profiled: `count` at random among the first calls every timing makes."""

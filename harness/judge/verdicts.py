@@ -94,6 +94,14 @@ def reference_died(reason: str) -> Verdict:
     return Verdict(status=Status.crash, error=f"the reference worker died while this candidate ran ({reason})")
 
 
+def harness_failed(trace: str) -> Verdict:
+    """The harness itself raised while judging this candidate: a bug, whatever the candidate did
+    to bring it out. The candidate gets this verdict and the run goes on to the next one."""
+    lines = [line for line in trace.strip().splitlines() if line.strip()] or ["no traceback"]
+    return Verdict(status=Status.crash, evidence=lines[-12:],
+                   error=f"the harness failed while judging it (a harness bug: please report it): {one_line(lines[-1])}")
+
+
 # -- what a worker said ------------------------------------------------------------------------
 
 def of_failure(failure: Failure, log: str, device: str, candidate_text: str = "") -> Verdict:
@@ -199,6 +207,16 @@ def of_timed_sample(check: CheckResult, index: int) -> Verdict | None:
     return _rejected(Flag.inconsistent_when_timed,
                      f"checked timed call {index} returned a wrong output ({check.reason}), though the correctness "
                      "trials passed")
+
+
+def of_timed_inputs(changed_inputs: list[int], index: int) -> Verdict | None:
+    """A timed call the parent chose to check, after the fact: its inputs must come back as the
+    reference's forward leaves them, as on the correctness trials."""
+    if not changed_inputs:
+        return None
+    return _rejected(Flag.input_mutation,
+                     f"forward changed its input(s) {changed_inputs} on checked timed call {index}, though not on the "
+                     "correctness trials: inputs must be left as they are")
 
 
 def of_profiled_slowdown(reason: str) -> Verdict:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import traceback
 from collections.abc import Callable
 from typing import ContextManager
 
@@ -15,7 +16,7 @@ from ..judge import verdicts
 from ..judge.candidate import CandidateRun
 from ..judge.reference import Quiet, ReferenceFailed, ReferenceRunner, no_quiet
 from ..records import Candidate, EvalConfig, Observations, Problem, Result, Subject
-from ..worker.parent import REAL_TIME, Pace, Placement, Worker
+from ..worker.parent import REAL_TIME, Pace, Placement, RunStopped, Worker
 from ..worker.protocol import Peaks
 
 # References a lane starts ahead, before their problem's first candidate is ready. None on a GPU,
@@ -105,6 +106,11 @@ class Lane:
         except ReferenceFailed as failed:
             self._drop_reference()
             return run.reference_died(str(failed).splitlines()[0])
+        except RunStopped:
+            raise
+        except Exception:  # a harness bug this candidate brought out: its verdict, not the end of the run
+            self._drop_reference()  # whatever state the reference was left in
+            return run.harness_failed(traceback.format_exc())
 
     @property
     def references_held(self) -> set[str]:

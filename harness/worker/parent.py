@@ -265,10 +265,11 @@ class ReadBuffers:
 
 
 def sealed_memory_file(name: str) -> int:
-    """A memory file that can grow but never shrink: whoever maps it (the parent, its commit
-    buffers to read and its feeds to write) is never faulted by a worker that truncates it."""
+    """A memory file that can grow but never shrink, with no seal added later: whoever maps it
+    (the parent, its commit buffers to read and its feeds to write) is never faulted by a worker
+    that truncates it, nor refused by one that seals it against growing or writing."""
     fd = os.memfd_create(name, os.MFD_ALLOW_SEALING)
-    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
     return fd
 
 
@@ -583,7 +584,20 @@ class Worker:
         command finds them. The worker is stopped meanwhile: none of its threads sees them before
         that command is sent, so whatever it computes from them, it computes while timed."""
         with self.stopped_all(f"its inputs to be written during {phase}"):
-            return self._feed.write(tensors)
+            try:
+                return self._feed.write(tensors)
+            except OSError as exc:  # the file is the worker's too: whatever it did to it, it is its failure
+                raise self._stopped(StopReason.broke_protocol,
+                                    f"its inputs could not be written into its feed file during {phase}: {exc}") from None
+
+    @contextlib.contextmanager
+    def fed_back(self, refs: list[TensorRef], phase: str) -> Iterator[list[torch.Tensor]]:
+        """The inputs last fed to it (`refs`, as `feed` answered), as its forward left them:
+        views of its feed file, valid inside the block, its whole tree stopped meanwhile."""
+        with self.stopped_all(f"its inputs to be read back during {phase}"):
+            tensors = self._feed.tensors(refs)
+            yield tensors
+            del tensors  # no view may outlive the block: the worker may write there again
 
     def _host_bytes(self, refs: list[TensorRef]) -> int:
         """What the CPU tensors need in a read buffer; checked against the commit buffer's size

@@ -16,6 +16,7 @@ EXPECTED = {
     "tiny_relu/fallback_try.py": ("rejected", "reference_fallback"),
     "tiny_linear/fallback_equivalent.py": ("rejected", "reference_fallback"),
     "tiny_relu/input_mutation.py": ("rejected", "input_mutation"),
+    "tiny_relu/mutates_timed_inputs.py": ("rejected", "input_mutation"),  # on checked timed calls only
     "tiny_relu/caching.py": ("mismatch", None),
     "tiny_relu/stale_output.py": ("mismatch", None),
     "tiny_relu/phase_detection.py": ("rejected", "inconsistent_when_timed"),
@@ -29,6 +30,7 @@ EXPECTED = {
     "tiny_relu/zero_time.py": ("crash", None),  # a time of 0 ms: a broken message, not a zero median
     "tiny_relu/huge_view.py": ("mismatch", None),  # a 4 TB stride-0 view of the wrong shape, never read whole
     "tiny_relu/snoop.py": ("mismatch", None),
+    "tiny_relu/seals_feed.py": ("load_error", None),  # its feed file's seals are final: never the run's end
     # timing: what the worker could once predict, choose or fake
     "tiny_relu/lazy_fixup.py": ("rejected", "inconsistent_when_timed"),
     "tiny_relu/roll_cache.py": ("ok", None),
@@ -73,6 +75,8 @@ def test_rejections_say_why_in_one_line(judged):
     assert "timed call" in judged["tiny_relu/phase_detection.py"]["error"]
     assert any("harness's clock saw" in line for line in judged["tiny_relu/forged_timing.py"]["evidence"])
     assert any("batch_size=33" in line for line in judged["tiny_relu/shape_specialized.py"]["evidence"])
+    assert "PermissionError" in judged["tiny_relu/seals_feed.py"]["error"]
+    assert "on checked timed call" in judged["tiny_relu/mutates_timed_inputs.py"]["error"]
 
 
 def timed_ms(result):
@@ -146,6 +150,33 @@ def write(root, problem, name, body):
     path = root / problem / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(body))
+
+
+def test_inputs_changed_as_the_reference_changes_them_are_no_mutation(tmp_path):
+    """A reference whose forward writes into its input: a candidate that does the same, on the
+    correctness trials and on the timed calls, is judged on its speed, not rejected."""
+    write(tmp_path / "problems", "", "inplace_relu.py", """
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.relu_(x)
+        def get_inputs():
+            return [torch.randn(64, 256)]
+        def get_init_inputs():
+            return []
+        """)
+    write(tmp_path / "c", "inplace_relu", "same_in_place.py", """
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return x.clamp_(min=0.0)
+        """)
+    assert main(["eval", str(tmp_path / "c"), "--problems", str(tmp_path / "problems"), "--out", str(tmp_path / "out"),
+                 "--device", "cpu", "--trials", "20", "--db", str(tmp_path / "h.db"),
+                 "--build-dir", str(tmp_path / "build")]) == 0
+    result = json.loads((tmp_path / "out" / "results.jsonl").read_text())
+    assert result["status"] == "ok", result["error"]
 
 
 def test_side_effects_change_nothing_recorded(tmp_path):

@@ -85,7 +85,7 @@ def test_a_checked_calls_outputs_are_copied_before_the_worker_gets_another_comma
     checked_and_profiled = 0
     for seed in range(10):
         worker = FakeWorker()
-        Timer(worker, plan(fixed=20), random.Random(seed)).run(check=lambda s, reply: worker.ops.append("check"),
+        Timer(worker, plan(fixed=20), random.Random(seed)).run(check=lambda s, reply, fed: worker.ops.append("check"),
                                                                profiled=2)
         pairs = list(zip(worker.ops, worker.ops[1:]))
         assert ("profile", "check") not in pairs
@@ -105,7 +105,7 @@ def test_fed_calls_are_told_where_their_inputs_are_and_no_seed():
 
     timer = Timer(worker, plan(fixed=6, warmup=2), random.Random(3), feed=feed)
     timer.warm_up()
-    timer.run(check=lambda seed, reply: checked.append(seed), profiled=1)
+    timer.run(check=lambda seed, reply, fed: checked.append(seed), profiled=1)
     timed_calls = [c for c in worker.commands if c.op == "timed"]
     assert all(c.fed == where and c.seed == 0 for c in timed_calls) and worker.commands[0].fed == where
     assert len(fed_seeds) == 1 + len(timed_calls) and set(checked) <= set(fed_seeds[1:]) and checked
@@ -130,7 +130,7 @@ def test_a_second_look_adds_profiled_calls_only():
 
 def test_the_checked_calls_are_chosen_by_the_parent_after_each_reply():
     checked = []
-    Timer(FakeWorker(), plan(fixed=40), random.Random(3)).run(check=lambda seed, reply: checked.append(seed))
+    Timer(FakeWorker(), plan(fixed=40), random.Random(3)).run(check=lambda seed, reply, fed: checked.append(seed))
     assert 8 <= len(checked) <= 32  # about half of the first twenty, a fifth after
 
 
@@ -138,7 +138,7 @@ def test_each_checked_call_and_only_those_is_followed_by_a_settle_before_the_nex
     """The parent's copy of a checked output runs in its own CUDA context; the worker takes the
     GPU back outside any timed call, so the overhead the bound holds it to is the reference's."""
     worker, checked = FakeWorker(), []
-    Timer(worker, plan(fixed=40, device="cuda"), random.Random(3)).run(check=lambda seed, reply: checked.append(seed),
+    Timer(worker, plan(fixed=40, device="cuda"), random.Random(3)).run(check=lambda seed, reply, fed: checked.append(seed),
                                                                        profiled=0)
     ops = [c.op for c in worker.commands]
     timed_seeds = [c.seed for c in worker.commands if c.op == "timed"]
@@ -149,7 +149,7 @@ def test_each_checked_call_and_only_those_is_followed_by_a_settle_before_the_nex
     unchecked_then_timed = [a.seed for a, b in zip(worker.commands, worker.commands[1:]) if a.op == b.op == "timed"]
     assert not set(unchecked_then_timed) & set(checked) and len(timed_seeds) == 40
     on_cpu = FakeWorker()  # no CUDA contexts to switch between: nothing to settle
-    Timer(on_cpu, plan(fixed=40), random.Random(3)).run(check=lambda seed, reply: None, profiled=0)
+    Timer(on_cpu, plan(fixed=40), random.Random(3)).run(check=lambda seed, reply, fed: None, profiled=0)
     assert {c.op for c in on_cpu.commands} == {"timed"}
 
 
@@ -162,12 +162,12 @@ def test_a_settle_that_fails_ends_the_timing_with_its_reply():
             return Reply(ok=True, elapsed_ms=self.elapsed_ms, outputs=[])
 
     timed, failed = Timer(FailsToSettle(), plan(fixed=40, device="cuda"), random.Random(3)).run(
-        check=lambda seed, reply: None, profiled=0)
+        check=lambda seed, reply, fed: None, profiled=0)
     assert isinstance(failed, Reply) and failed.rejected == "no" and len(timed.reported_ms) < 40
 
 
 def test_a_check_that_objects_stops_the_timing():
-    timed, objection = Timer(FakeWorker(), plan(fixed=40), random.Random(4)).run(check=lambda seed, reply: "wrong")
+    timed, objection = Timer(FakeWorker(), plan(fixed=40), random.Random(4)).run(check=lambda seed, reply, fed: "wrong")
     assert objection == "wrong" and len(timed.reported_ms) < 40
 
 

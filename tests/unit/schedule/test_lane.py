@@ -1,12 +1,13 @@
 """A lane's references started ahead: kept by problem until their first candidate, never more
 than the device allows, a failed start remembered as the problem's, all closed with the lane; on
-a GPU, spares booted ready to load one instead."""
+a GPU, spares booted ready to load one instead. A harness error while judging a candidate is that
+candidate's verdict, and the lane goes on."""
 
 import pytest
 
 from harness.builds.cache import BuildCache
 from harness.judge.reference import ReferenceFailed
-from harness.records import EvalConfig, Problem
+from harness.records import Candidate, EvalConfig, Problem, Status
 from harness.schedule import lane as lane_module
 from harness.schedule.lane import PREPARED_REFERENCES, Lane
 from harness.worker.parent import Placement
@@ -22,6 +23,7 @@ class FakeReference:
 
     def __init__(self, problem, *args, **kwargs):
         self.problem, self.peaks = problem, None
+        self.timing = self.default_math_timing = None
 
     def start(self) -> None:
         if self.problem.id in self.broken:
@@ -104,3 +106,22 @@ def test_a_spare_that_died_booting_is_discarded_and_never_given_a_candidate(tmp_
         second = lane._worker()
         assert not second.dead and second is not dead and dead.discarded and len(lane.spares) == 2
         assert first is not second and not first.discarded
+
+
+def test_a_harness_error_while_judging_is_that_candidates_crash_and_the_lane_goes_on(tmp_path, fake_references,
+                                                                                   monkeypatch):
+    """A candidate that brings out a harness bug (once: a feed file it sealed made the parent's
+    write raise) gets a one-line verdict saying so; the run is not stopped by it."""
+    def raises(run):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(lane_module.CandidateRun, "run", raises)
+    candidate = Candidate(path=str(tmp_path / "c.py"), rel_path="relu/c.py", problem_id="relu", source_hash="s",
+                          code="pass", code_hash="c")
+    with make_lane(tmp_path, "cpu", {}) as lane:
+        for _ in range(2):  # and again: the lane goes on, with a reference started afresh
+            result = lane.judge(problem("relu"), candidate, None)
+            assert result.status is Status.crash and "\n" not in result.error
+            assert "harness bug" in result.error and "Operation not permitted" in result.error
+            assert any("PermissionError" in line for line in result.evidence)
+        assert fake_references.closed == ["relu", "relu"]
