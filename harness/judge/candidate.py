@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import torch
 
-from ..builds.cache import BuildOutcome, key_lock
+from ..builds.cache import BuildOutcome, BuildStatus, key_lock
 from ..records import (Candidate, CandidateKind, EvalConfig, Flag, Observations, Phase, Problem, Result, Status, Subject, Verdict)
 from ..worker import processes
 from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped, gpu_context_pids
@@ -92,6 +92,7 @@ class CandidateRun:
         which then keeps the expected outputs of its trials for them."""
         self.problem, self.candidate, self.config, self.reference = problem, candidate, config, reference
         self.keep_expected = later_of_problem
+        self.built_ahead = build is not None and build.status is BuildStatus.built
         self.key_dir, self.placement, self.worker, self.quiet, self.pace = key_dir, placement, worker, quiet, pace
         self.rng = random.SystemRandom()  # the seeds, and which calls are checked and profiled: never predictable
         self.subject = Subject.of(run_id, candidate, problem)
@@ -148,9 +149,16 @@ class CandidateRun:
             worker.start(worker_job("candidate", self.problem, self.config), self.candidate.code, self.problem.source,
                          self.key_dir)
             try:
-                return worker, worker.reply("load and build", self.config.build_timeout_s)
+                return worker, worker.reply("load and build", self._load_deadline_s())
             except WorkerStopped as stopped:
                 return worker, stopped
+
+    def _load_deadline_s(self) -> float:
+        """--build-timeout only where importing it may compile (an extension not built ahead);
+        otherwise a phase's --timeout: a candidate that slept at import once held its lane for
+        the whole build timeout."""
+        compiles = self.candidate.kind.built_ahead and not self.built_ahead
+        return self.config.build_timeout_s if compiles else self.config.timeout_s
 
     def _verdict_of(self, reply: Reply, worker: Worker) -> Verdict | None:
         if reply.ok:

@@ -97,6 +97,24 @@ def write_candidate(root, name, body):
     path.write_text(textwrap.dedent(body))
 
 
+def test_a_candidate_that_hangs_at_import_gets_a_phase_deadline_not_the_build_one(tmp_path):
+    """Nothing to compile: its import is a phase like any other (--timeout), not --build-timeout
+    (900 s by default), which a sleep at import once held its lane for."""
+    write_candidate(tmp_path / "c", "sleeps_at_import.py", """
+        import time
+        import torch.nn as nn
+        time.sleep(600)
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return x.relu()
+        """)
+    began = time.monotonic()
+    _, _, results = run_eval(tmp_path, tmp_path / "c", "--timeout", "5")
+    result = results["tiny_relu/sleeps_at_import.py"]
+    assert result["status"] == "timeout" and "no answer within 5 s during load" in result["error"], result["error"]
+    assert time.monotonic() - began < 120
+
+
 def test_timeout_kills_the_whole_process_tree(tmp_path):
     marker = f"{300 + os.getpid() % 1000}.{time.time_ns() % 10**6}"  # a sleep length no other process has
     write_candidate(tmp_path / "c", "spawns.py", f"""
