@@ -11,6 +11,7 @@ Each step observes; judge/verdicts.py says what the observation means.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import statistics
@@ -78,6 +79,10 @@ def _copied(tensors: list[torch.Tensor], spares: list[list[torch.Tensor]]) -> li
         spares.pop()
         return [r.copy_(t) for r, t in zip(room, tensors)]
     return [t.clone() for t in tensors]
+
+
+def finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 class CandidateRun:
@@ -226,8 +231,10 @@ class CandidateRun:
             check, changed, pair = found
             fingerprints.append(pair)
             if not changed:
-                self.observed.max_abs_err = max(self.observed.max_abs_err or 0.0, check.max_abs_err or 0.0)
-                self.observed.max_rel_err = max(self.observed.max_rel_err or 0.0, check.max_rel_err or 0.0)
+                # An infinite one (NaN or Inf where the reference is finite) is recorded as none: JSON
+                # has no infinity, and the error line says what it was.
+                self.observed.max_abs_err = finite_or_none(max(self.observed.max_abs_err or 0.0, check.max_abs_err or 0.0))
+                self.observed.max_rel_err = finite_or_none(max(self.observed.max_rel_err or 0.0, check.max_rel_err or 0.0))
             verdict = verdicts.of_trial(check, changed, trial, self.config.correctness_trials,
                                         Flag.init_differs in self.observed.flags, tolerance.atol)
             if verdict:

@@ -79,6 +79,8 @@ def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance)
         chunk = _errors(expected_flat[begin:begin + step], actual_flat[begin:begin + step], tol)
         max_abs, max_rel = max(max_abs, chunk[0]), max(max_rel, chunk[1])
         bad, non_finite = bad + chunk[2], non_finite + chunk[3]
+    if non_finite:  # an error the finite elements' largest would understate (0 for an all-NaN output)
+        max_abs = max_rel = math.inf
     result = CheckResult(passed=bad == 0, max_abs_err=max_abs, max_rel_err=max_rel,
                          mismatched_elements=bad, total_elements=total)
     if non_finite:
