@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..records import Diagnosis, Result, Status
+from .verdicts import HARNESS_FAILED
 
 # Known APIs that models call under the wrong name, with what to use instead.
 API_REPLACEMENTS = {
@@ -74,6 +75,9 @@ class Found:
 
 Detector = Callable[[Evidence], Found | None]
 DETECTORS: list[tuple[str, Detector]] = []
+
+
+RESOURCE_LIMIT = re.compile(r"--max-[a-z-]+|over the limit of|file size limit|message over")
 
 
 def detector(category: str):
@@ -300,6 +304,43 @@ def _unchecked_launch(e: Evidence) -> Found | None:
         return Found("kernels are launched without checking for launch errors, and the output is garbage",
                      f"add C10_CUDA_KERNEL_LAUNCH_CHECK() ({LAUNCH_CHECK_HEADER}) after each launch: a launch "
                      "that fails leaves the output uninitialised", [e.result.error or ""])
+    return None
+
+
+@detector("harness_error")
+def _harness_error(e: Evidence) -> Found | None:
+    if e.result.status is Status.crash and (e.result.error or "").startswith(HARNESS_FAILED):
+        return Found(e.result.error, "a bug in the harness, not in the candidate: report it with this result's "
+                     "evidence (the harness's traceback)", e.result.evidence[-6:])
+    return None
+
+
+@detector("resource_limit")
+def _resource_limit(e: Evidence) -> Found | None:
+    error = e.result.error or ""
+    if e.result.status is Status.crash and RESOURCE_LIMIT.search(error):
+        return Found(error, "it passed a limit the run sets on every worker (the reason names it): use less, or "
+                     "raise that limit for the run", [error])
+    return None
+
+
+@detector("exited")
+def _exited(e: Evidence) -> Found | None:
+    error = e.result.error or ""
+    if e.result.status is Status.crash and "exited with code" in error:
+        return Found(error, "its process ended itself (os._exit, or exit() from compiled code): return from "
+                     "forward, or raise an exception, instead", [error])
+    return None
+
+
+@detector("native_crash")
+def _native_crash(e: Evidence) -> Found | None:
+    """On the CPU: a signal from its compiled code (compute-sanitizer, the fallback's hint, is for GPU kernels)."""
+    error = e.result.error or ""
+    if e.result.status is Status.crash and e.result.gpu is None and "killed by SIG" in error:
+        return Found(error, "its compiled code crashed: look for out-of-bounds accesses and null pointers; rebuild "
+                     "with extra_cflags=['-g', '-fsanitize=address'] and call it on the problem's inputs outside "
+                     "the harness", [error])
     return None
 
 

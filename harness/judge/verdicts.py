@@ -24,6 +24,7 @@ UNDEFINED_SYMBOL = re.compile(r"undefined symbol:\s*(\S+)")
 FILE_TOO_LARGE = "[Errno 27]"  # EFBIG: Python ignores SIGXFSZ, so a write past RLIMIT_FSIZE raises instead
 MAX_ERROR = 300
 HARDWARE_MARGIN = 0.5  # honest kernels stay above the floor; half of it leaves room for timer noise
+HARNESS_FAILED = "the harness failed while judging it"  # how such a verdict's error begins
 NEAR_MISS_FACTOR = 100  # a mismatch whose largest error is within this many times atol is close, not garbage
 MEMORY_ERROR = re.compile(r"illegal memory access|illegal address|misaligned address|out of bounds|"
                           r"unspecified launch failure", re.IGNORECASE)
@@ -99,7 +100,7 @@ def harness_failed(trace: str) -> Verdict:
     to bring it out. The candidate gets this verdict and the run goes on to the next one."""
     lines = [line for line in trace.strip().splitlines() if line.strip()] or ["no traceback"]
     return Verdict(status=Status.crash, evidence=lines[-12:],
-                   error=f"the harness failed while judging it (a harness bug: please report it): {one_line(lines[-1])}")
+                   error=f"{HARNESS_FAILED} (a harness bug: please report it): {one_line(lines[-1])}")
 
 
 # -- what a worker said ------------------------------------------------------------------------

@@ -367,18 +367,24 @@ def pin_to_cpus(cpus: list[int] | None) -> None:
         torch.set_num_threads(len(set(cpus)))
 
 
+# What candidate code may raise, reported as its failure: SystemExit and KeyboardInterrupt too (a
+# worker is in a session of its own, so no terminal's Ctrl-C reaches it: only the candidate raises
+# them), which would otherwise end the worker as "exited with code N".
+CANDIDATE_RAISES = (Exception, SystemExit, KeyboardInterrupt)
+
+
 def build(job: WorkerJob) -> Reply:
     """Import the candidate (load_inline compiles there) and construct it on the meta device
     (some candidates compile in __init__; meta allocates nothing). Only a failed build is final;
     any other failure may come from seeing no GPU here, and is left to the evaluating worker."""
     try:
         problem, model_cls = load_model_class(job)
-    except Exception as exc:
+    except CANDIDATE_RAISES as exc:
         return Reply(ok=False, failure=failure(Phase.load, exc))
     try:
         with torch.device("meta"):
             model_cls(*problem.get_init_inputs())
-    except Exception as exc:
+    except CANDIDATE_RAISES as exc:
         return Reply(ok=False, failure=failure(Phase.init, exc))
     return Reply(ok=True)
 
@@ -459,7 +465,7 @@ def serve(conn: Connection, session: Session) -> None:
         except NotPlainTensor as exc:
             send_model(conn, Reply(ok=False, rejected=str(exc)))
             return
-        except Exception as exc:  # the candidate's exception is data for the parent
+        except CANDIDATE_RAISES as exc:  # the candidate's exception is data for the parent
             send_model(conn, Reply(ok=False, failure=failure(COMMAND_PHASES[command.op], exc)))
             return
 
@@ -474,7 +480,7 @@ def load(conn: Connection, job: WorkerJob, buffer: CommitBuffer, feed: FeedFile,
         phase = Phase.init
         session = Session(job, problem, build_model(job, problem, model_cls), buffer, default_math, feed)
         params = param_digests(session.model)
-    except Exception as exc:
+    except CANDIDATE_RAISES as exc:
         send_model(conn, Reply(ok=False, failure=failure(phase, exc)))
         return None
     alt = alternative_sizes(problem, job.device) if job.role == "reference" else None

@@ -209,6 +209,8 @@ class Watchdog:
         if len(tree) > limits.processes:
             return f"ran {len(tree)} processes, over the limit of {limits.processes}; killed"
         memory = processes.resident_bytes(tree)
+        if memory > limits.host_memory:  # pages its forks share counted once each: looked at closely
+            memory = processes.proportional_bytes(tree)
         if memory > limits.host_memory:
             return (f"held {memory / 2**30:.2f} GiB of host memory, over the {limits.host_memory / 2**30:.2f} GiB "
                     "limit (--max-host-memory); killed")

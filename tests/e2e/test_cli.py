@@ -115,6 +115,25 @@ def test_a_candidate_that_hangs_at_import_gets_a_phase_deadline_not_the_build_on
     assert time.monotonic() - began < 120
 
 
+def test_exit_and_keyboard_interrupt_raised_by_a_candidate_are_its_exceptions(tmp_path):
+    """SystemExit and KeyboardInterrupt are the candidate's (a worker is in a session of its own:
+    no terminal's Ctrl-C reaches it), reported as what raised them, not as a worker's exit."""
+    write_candidate(tmp_path / "c", "exits_in_forward.py", """
+        import sys
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                sys.exit(3)
+        """)
+    write_candidate(tmp_path / "c", "interrupts_at_import.py", """
+        raise KeyboardInterrupt
+        """)
+    _, _, results = run_eval(tmp_path, tmp_path / "c", "--timeout", "30")
+    exits, interrupts = results["tiny_relu/exits_in_forward.py"], results["tiny_relu/interrupts_at_import.py"]
+    assert exits["status"] == "runtime_error" and "forward raised SystemExit: 3" in exits["error"], exits["error"]
+    assert interrupts["status"] == "load_error" and "KeyboardInterrupt" in interrupts["error"], interrupts["error"]
+
+
 def test_timeout_kills_the_whole_process_tree(tmp_path):
     marker = f"{300 + os.getpid() % 1000}.{time.time_ns() % 10**6}"  # a sleep length no other process has
     write_candidate(tmp_path / "c", "spawns.py", f"""

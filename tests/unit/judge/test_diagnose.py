@@ -6,10 +6,10 @@ from harness.judge.diagnose import diagnose, unused_init_arguments
 from harness.records import CompilerDiagnostic, Result, Status
 
 
-def result(status, error=None, evidence=(), flags=(), phase="correctness", diagnostics=(), max_abs_err=None):
+def result(status, error=None, evidence=(), flags=(), phase="correctness", diagnostics=(), max_abs_err=None, gpu=None):
     return Result(run_id="r", problem="p", candidate="c.py", status=status, error=error, evidence=list(evidence),
                   flags=list(flags), phase=phase, candidate_hash="h", compiler_diagnostics=list(diagnostics),
-                  max_abs_err=max_abs_err)
+                  max_abs_err=max_abs_err, gpu=gpu)
 
 
 def located(message, file="main.cpp", line=4):
@@ -71,6 +71,13 @@ CASES = {
     "input_insensitive": (result(Status.rejected, "its output was the same for 5 different inputs",
                                  flags=["input_insensitive"]), ""),
     "init_differs": (result(Status.mismatch, "wrong output", flags=["init_differs"]), ""),
+    # crashes: each its own hint, not the GPU's compute-sanitizer for all
+    "harness_error": (result(Status.crash, "the harness failed while judging it (a harness bug: please report it): "
+                             "PermissionError: [Errno 1] Operation not permitted"), ""),
+    "resource_limit": (result(Status.crash, "worker held 4.48 GiB of host memory, over the 2.00 GiB limit "
+                              "(--max-host-memory); killed (during timing)"), ""),
+    "exited": (result(Status.crash, "worker exited with code 0 (during correctness)"), ""),
+    "native_crash": (result(Status.crash, "worker killed by SIGSEGV (during correctness)"), ""),
     "ignored_ctor_args": (result(Status.mismatch, "wrong output"),
                           "class ModelNew:\n    def __init__(self, a, stride=1):\n        self.a = a\n"),
     "syntax_error": (result(Status.load_error, "import failed: SyntaxError: invalid syntax (candidate.py, line 3)",
@@ -134,7 +141,7 @@ def test_several_causes_are_all_named():
 
 def test_fallbacks_and_no_diagnosis_for_ok():
     assert diagnose(result(Status.ok), "") is None and diagnose(result(Status.skipped), "") is None
-    assert diagnose(result(Status.crash, "worker killed by SIGSEGV"), "").category == "crash"
+    assert diagnose(result(Status.crash, "worker killed by SIGSEGV", gpu=0), "").category == "crash"  # compute-sanitizer
     assert diagnose(result(Status.compile_error, "main.cpp:3: error: x"), "").category == "compile_error_other"
 
 

@@ -361,6 +361,28 @@ def test_the_watchdog_kills_a_tree_that_passes_its_process_limit(tmp_path):
     assert killed and "processes, over the limit of 5" in watchdog.violation
 
 
+def test_memory_forks_share_is_counted_once_before_the_watchdog_kills(tmp_path):
+    """Four forks of a process holding 256 MB share its pages copy-on-write: their resident sizes
+    add up to over 1 GiB, the memory they hold to about 256 MB, under a 768 MB limit."""
+    forker = subprocess.Popen([sys.executable, "-c", "import os, sys, time\n"
+                               "held = bytearray(256 << 20)\n"
+                               "for _ in range(4):\n"
+                               "    if os.fork() == 0:\n"
+                               "        time.sleep(60); os._exit(0)\n"
+                               "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert forker.stdout.readline().strip() == "ready"
+        tree = processes.tree(forker.pid)
+        assert len(tree) == 5 and processes.resident_bytes(tree) > 1 << 30
+        assert processes.proportional_bytes(tree) < 400 << 20
+        watchdog = Watchdog(forker.pid, [tmp_path], Limits(host_memory=768 << 20, processes=50), lambda: None)
+        assert watchdog._check() is None
+        watchdog.stop()
+    finally:
+        processes.kill_tree(forker.pid)
+        forker.wait()
+
+
 def test_scratch_use_is_counted_only_as_far_as_needed(tmp_path):
     for index in range(5):
         (tmp_path / f"f{index}").write_bytes(b"x" * 100_000)
