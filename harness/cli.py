@@ -151,6 +151,10 @@ def cmd_eval(args: argparse.Namespace, host: HostEnv) -> int:
     config = options.eval_config(args)
     if args.feedback and not args.feedback.parent.is_dir():  # written at the end: found out now, not then
         raise UsageError(f"--feedback {args.feedback}: there is no directory {args.feedback.parent}")
+    for flag, directory in (("--out", args.out), ("--db", args.db.parent)):  # before anything is created
+        blocking = _file_in_the_way(directory)
+        if blocking is not None:
+            raise UsageError(f"{flag} {args.out if flag == '--out' else args.db}: {blocking} is a file, not a directory")
     eval_options = EvalOptions(candidates_dir=args.candidates, problems_dir=args.problems, db=args.db, out=args.out,
                                problem_ids=args.problem, resume=args.resume, feedback=args.feedback)
     try:
@@ -161,6 +165,13 @@ def cmd_eval(args: argparse.Namespace, host: HostEnv) -> int:
     print(summary_table(finished.results, finished.index))
     print(f"results: {finished.results_path}\nreport:  {finished.index}\ndatabase: {args.db} (run {finished.run.run_id})")
     return 0
+
+
+def _file_in_the_way(directory: Path | None) -> Path | None:
+    """The file, if any, at `directory` or at the nearest of its parents that exists."""
+    while directory is not None and not directory.exists():
+        directory = directory.parent if directory.parent != directory else None
+    return directory if directory is not None and not directory.is_dir() else None
 
 
 def cmd_list(args: argparse.Namespace, host: HostEnv) -> int:

@@ -86,7 +86,7 @@ def discover_problem_files(root: Path) -> tuple[list[Problem], dict[str, str]]:
     """The usable problems under `root`, and the unusable files as {problem id: why}: one broken
     file leaves the others to be evaluated."""
     if not root.is_dir():
-        raise ProblemError(f"problems directory {root} does not exist")
+        raise ProblemError(f"problems directory {root} " + ("is a file, not a directory" if root.exists() else "does not exist"))
     dirs = [root] + sorted(d for d in root.iterdir() if d.is_dir() and LEVEL_DIR.match(d.name))
     problems: dict[str, Problem] = {}
     unusable: dict[str, str] = {}

@@ -378,14 +378,14 @@ def test_an_out_of_range_option_names_the_flag_and_its_bound_and_records_nothing
     assert not (tmp_path / "h.db").exists()
 
 
-def test_an_output_dir_that_cannot_be_written_is_one_line_and_records_no_run(tmp_path, capsys):
+@pytest.mark.parametrize("flag, under_file", [("--out", "out"), ("--out", ""), ("--db", "h.db")])
+def test_an_output_dir_or_db_under_a_file_is_one_line_naming_it_and_creates_nothing(tmp_path, capsys, flag, under_file):
     (tmp_path / "a_file").write_text("")  # a directory under a file cannot be made, even by root
     args = eval_args(tmp_path, DATA / "candidates")
-    args[args.index("--out") + 1] = str(tmp_path / "a_file" / "out")
+    args[args.index(flag) + 1] = str(tmp_path / "a_file" / under_file)
     assert main(args) == 2
-    assert "a_file/out: Not a directory" in one_line_error(capsys)
-    with sqlite3.connect(tmp_path / "h.db") as db:
-        assert db.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+    assert f"{flag} " in (error := one_line_error(capsys)) and "a_file is a file, not a directory" in error
+    assert not (tmp_path / "h.db").exists()
 
 
 def test_a_feedback_file_in_no_directory_is_refused_before_the_run(tmp_path, capsys):
