@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import os
 import re
+import textwrap
 import threading
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +27,7 @@ KERNELBENCH_NAME = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.
 FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w+.#-]*)[^`]*$")
 PYTHON_TAGS = {"python", "py", "python3", "py3"}
 MAX_CANDIDATE_BYTES = 4 * 1024 * 1024
+CODING_LINE = re.compile(r"coding[:=]\s*[-\w.]+")  # PEP 263's declaration, in a comment of the first two lines
 
 
 @dataclass(frozen=True)
@@ -48,14 +52,20 @@ def split_code_blocks(text: str) -> list[CodeBlock]:
             continue
         tag = fence.group(2).lower()
         if language is not None:
-            blocks.append(CodeBlock(language, "\n".join(lines) + "\n", terminated=not tag))
+            blocks.append(CodeBlock(language, _block_text(lines), terminated=not tag))
             language, lines = None, []
             if not tag:
                 continue
         language, lines = tag, []
     if language is not None:
-        blocks.append(CodeBlock(language, "\n".join(lines) + "\n", terminated=False))
+        blocks.append(CodeBlock(language, _block_text(lines), terminated=False))
     return blocks
+
+
+def _block_text(lines: list[str]) -> str:
+    """A block's lines, less the indentation they all share: a fence under a Markdown list
+    item indents its code too."""
+    return textwrap.dedent("\n".join(lines) + "\n")
 
 
 def _defines_model_new(code: str) -> bool:
@@ -104,23 +114,46 @@ def classify_kind(code: str) -> CandidateKind:
     return CandidateKind.python
 
 
+def _decoded(raw: bytes, path: Path) -> str:
+    """The file's text: UTF-8, or for a .py file another encoding its coding line declares (PEP
+    263), that line then made to say utf-8, as the code is written out again in UTF-8."""
+    if path.suffix.lower() == ".py":
+        try:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        except SyntaxError:  # a declaration Python would refuse too: UTF-8 then says where it fails
+            encoding = "utf-8"
+        if encoding not in ("utf-8", "utf-8-sig"):
+            lines = raw.decode(encoding).splitlines(keepends=True)
+            return "".join(CODING_LINE.sub("coding: utf-8", line) if index < 2 else line
+                           for index, line in enumerate(lines))
+    return raw.decode("utf-8")
+
+
 def read_candidate(path: Path, rel_path: str, problem_id: str | None) -> Candidate:
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:  # a link to nothing, or a file gone or unreadable since it was listed
+        raw, unreadable = b"", f"the file cannot be read: {exc.strerror or exc}"
+    else:
+        unreadable = None
     source_hash = hashlib.sha256(raw).hexdigest()
 
     def failed(reason: str) -> Candidate:
         return Candidate(path=str(path.resolve()), rel_path=rel_path, problem_id=problem_id,
                          source_hash=source_hash, code=None, code_hash=None, extraction_error=reason)
 
+    if unreadable:
+        return failed(unreadable)
+
     if len(raw) > MAX_CANDIDATE_BYTES:
         return failed(f"file is {len(raw)} bytes, over the {MAX_CANDIDATE_BYTES}-byte limit for a candidate")
     if b"\x00" in raw:
         return failed("not a text file (contains NUL bytes)")
     try:
-        text = raw.decode("utf-8")
+        text = _decoded(raw, path)
     except UnicodeDecodeError as exc:
-        return failed(f"not UTF-8 text (bad byte at offset {exc.start})")
-    if path.suffix == ".py" and (_is_python(text) or not split_code_blocks(text)):
+        return failed(f"not {exc.encoding.upper()} text (bad byte at offset {exc.start})")
+    if path.suffix.lower() == ".py" and (_is_python(text) or not split_code_blocks(text)):
         code, reason = text, None  # a .py file is code, even broken: the import names the error
     else:
         code, reason = extract_code(text)
@@ -148,10 +181,11 @@ def discover_candidates(root: Path, problems: list[Problem]) -> list[Candidate]:
     known = {p.id for p in problems}
     found: list[Candidate] = []
     for path in sorted(root.rglob("*")):
-        if not path.is_file() or path.suffix not in CANDIDATE_SUFFIXES or path.name.startswith((".", "_")):
+        listed = path.is_file() or (path.is_symlink() and not path.exists())  # a link to nothing: said so
+        if not listed or path.suffix.lower() not in CANDIDATE_SUFFIXES or path.name.startswith((".", "_")):
             continue
         rel = path.relative_to(root)
-        if len(rel.parts) == 1 and path.suffix != ".py":
+        if len(rel.parts) == 1 and path.suffix.lower() != ".py":
             continue  # notes such as README.md beside the problem folders
         if len(rel.parts) == 1:
             problem_id = _kernelbench_problem(path.name, problems)

@@ -42,6 +42,20 @@ def test_plain_python_file_is_taken_whole():
     assert candidate.code_hash and candidate.kind is CandidateKind.python
 
 
+def test_a_python_file_in_the_encoding_its_coding_line_declares_is_read_so(tmp_path):
+    path = tmp_path / "latin.py"
+    path.write_bytes("# -*- coding: latin-1 -*-\nNAME = 'caf\xe9'\n".encode("latin-1"))
+    code = read_candidate(path, "p/latin.py", "p").code
+    assert code == "# -*- coding: utf-8 -*-\nNAME = 'caf\xe9'\n"  # written out again in UTF-8, and said so
+    path.write_bytes(b"NAME = '\xff'\n")  # no declaration: UTF-8, which it is not
+    assert read_candidate(path, "p/latin.py", "p").extraction_error == "not UTF-8 text (bad byte at offset 8)"
+
+
+def test_a_block_under_a_list_item_loses_the_indentation_its_lines_share():
+    text = "1. The answer:\n\n   ```python\n   import torch\n   class ModelNew:\n       pass\n   ```\n"
+    assert extract_code(text) == ("import torch\nclass ModelNew:\n    pass\n", None)
+
+
 def test_binary_files_are_refused_with_a_reason():
     candidate = read_candidate(DATA / "candidates" / "tiny_relu" / "binary.txt", "x", "tiny_relu")
     assert candidate.code is None and "not a text file" in candidate.extraction_error
@@ -81,3 +95,14 @@ def test_discovery_ties_folders_and_kernelbench_names_to_problems(tmp_path):
         "level_1_problem_19_sample_0_kernel.py": "19_ReLU",
         "level_1_problem_99_sample_0_kernel.py": None,
     }
+
+
+def test_an_upper_case_suffix_and_a_link_to_nothing_are_candidates_too(tmp_path):
+    """Every file that looks like an answer gets a result: none is left out without a word."""
+    cands = tmp_path / "cands" / "relu"
+    cands.mkdir(parents=True)
+    (cands / "UPPER.PY").write_text("class ModelNew: pass\n")
+    (cands / "dangling.py").symlink_to(tmp_path / "gone.py")
+    found = {c.rel_path: c for c in discover_candidates(tmp_path / "cands", discover_problems(REPO / "problems"))}
+    assert found["relu/UPPER.PY"].code == "class ModelNew: pass\n"
+    assert found["relu/dangling.py"].extraction_error == "the file cannot be read: No such file or directory"
