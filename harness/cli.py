@@ -151,10 +151,10 @@ def cmd_eval(args: argparse.Namespace, host: HostEnv) -> int:
     config = options.eval_config(args)
     if args.feedback and not args.feedback.parent.is_dir():  # written at the end: found out now, not then
         raise UsageError(f"--feedback {args.feedback}: there is no directory {args.feedback.parent}")
-    for flag, directory in (("--out", args.out), ("--db", args.db.parent)):  # before anything is created
+    for flag, given, directory in (("--out", args.out, args.out), ("--db", args.db, args.db.parent)):  # before anything is created
         blocking = _file_in_the_way(directory)
         if blocking is not None:
-            raise UsageError(f"{flag} {args.out if flag == '--out' else args.db}: {blocking} is a file, not a directory")
+            raise UsageError(f"{flag} {given}: {blocking} is a file, not a directory")
     eval_options = EvalOptions(candidates_dir=args.candidates, problems_dir=args.problems, db=args.db, out=args.out,
                                problem_ids=args.problem, resume=args.resume, feedback=args.feedback)
     try:

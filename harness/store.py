@@ -163,9 +163,12 @@ class Database:
                                  (run_id,))
         return [Result.model_validate_json(r[0]) for r in rows]
 
-    def done(self, run_id: str) -> set[tuple[str | None, str]]:
-        """(problem hash, candidate hash) pairs this run already judged."""
-        rows = self.conn.execute("SELECT problem_hash, candidate_hash FROM results WHERE run_id = ?", (run_id,))
+    def done(self, run_id: str, again: str = "") -> set[tuple[str | None, str]]:
+        """(problem hash, candidate hash) pairs this run already judged, less those whose error
+        begins with `again` (judged again on a resume)."""
+        rows = self.conn.execute("SELECT problem_hash, candidate_hash FROM results WHERE run_id = ? AND "
+                                 "(? = '' OR error IS NULL OR substr(error, 1, length(?)) != ?)",
+                                 (run_id, again, again, again))
         return {(r[0], r[1]) for r in rows}
 
     def latest_result(self, candidate_hash: str) -> Result | None:

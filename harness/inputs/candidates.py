@@ -63,9 +63,11 @@ def split_code_blocks(text: str) -> list[CodeBlock]:
 
 
 def _block_text(lines: list[str]) -> str:
-    """A block's lines, less the indentation they all share: a fence under a Markdown list
-    item indents its code too."""
-    return textwrap.dedent("\n".join(lines) + "\n")
+    """A block's lines, less the indentation they all share (a fence under a Markdown list item
+    indents its code too); as they are where they share none."""
+    text = "\n".join(lines) + "\n"
+    shared = min((len(line) - len(line.lstrip()) for line in lines if line.strip()), default=0)
+    return textwrap.dedent(text) if shared else text
 
 
 def _defines_model_new(code: str) -> bool:
@@ -114,10 +116,14 @@ def classify_kind(code: str) -> CandidateKind:
     return CandidateKind.python
 
 
+def _suffix(path: Path) -> str:
+    return path.suffix.lower()  # UPPER.PY is a candidate too
+
+
 def _decoded(raw: bytes, path: Path) -> str:
     """The file's text: UTF-8, or for a .py file another encoding its coding line declares (PEP
     263), that line then made to say utf-8, as the code is written out again in UTF-8."""
-    if path.suffix.lower() == ".py":
+    if _suffix(path) == ".py":
         try:
             encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
         except SyntaxError:  # a declaration Python would refuse too: UTF-8 then says where it fails
@@ -138,8 +144,8 @@ def read_candidate(path: Path, rel_path: str, problem_id: str | None) -> Candida
         unreadable = None
     source_hash = hashlib.sha256(raw).hexdigest()
 
-    def failed(reason: str) -> Candidate:
-        return Candidate(path=str(path.resolve()), rel_path=rel_path, problem_id=problem_id,
+    def failed(reason: str) -> Candidate:  # not resolved: a link in a loop has nothing to resolve to
+        return Candidate(path=os.path.abspath(path), rel_path=rel_path, problem_id=problem_id,
                          source_hash=source_hash, code=None, code_hash=None, extraction_error=reason)
 
     if unreadable:
@@ -153,7 +159,7 @@ def read_candidate(path: Path, rel_path: str, problem_id: str | None) -> Candida
         text = _decoded(raw, path)
     except UnicodeDecodeError as exc:
         return failed(f"not {exc.encoding.upper()} text (bad byte at offset {exc.start})")
-    if path.suffix.lower() == ".py" and (_is_python(text) or not split_code_blocks(text)):
+    if _suffix(path) == ".py" and (_is_python(text) or not split_code_blocks(text)):
         code, reason = text, None  # a .py file is code, even broken: the import names the error
     else:
         code, reason = extract_code(text)
@@ -182,10 +188,10 @@ def discover_candidates(root: Path, problems: list[Problem]) -> list[Candidate]:
     found: list[Candidate] = []
     for path in sorted(root.rglob("*")):
         listed = path.is_file() or (path.is_symlink() and not path.exists())  # a link to nothing: said so
-        if not listed or path.suffix.lower() not in CANDIDATE_SUFFIXES or path.name.startswith((".", "_")):
+        if not listed or _suffix(path) not in CANDIDATE_SUFFIXES or path.name.startswith((".", "_")):
             continue
         rel = path.relative_to(root)
-        if len(rel.parts) == 1 and path.suffix.lower() != ".py":
+        if len(rel.parts) == 1 and _suffix(path) != ".py":
             continue  # notes such as README.md beside the problem folders
         if len(rel.parts) == 1:
             problem_id = _kernelbench_problem(path.name, problems)

@@ -97,7 +97,7 @@ class CandidateRun:
         which then keeps the expected outputs of its trials for them."""
         self.problem, self.candidate, self.config, self.reference = problem, candidate, config, reference
         self.keep_expected = later_of_problem
-        self.built_ahead = build is not None and build.status is BuildStatus.built
+        self.built = build is not None and build.status is BuildStatus.built  # ahead, successfully
         self.key_dir, self.placement, self.worker, self.quiet, self.pace = key_dir, placement, worker, quiet, pace
         self.rng = random.SystemRandom()  # the seeds, and which calls are checked and profiled: never predictable
         self.subject = Subject.of(run_id, candidate, problem)
@@ -148,21 +148,24 @@ class CandidateRun:
     def _start(self) -> tuple[Worker, Reply | WorkerStopped]:
         """Give the worker its job and wait for its import (which compiles, or finds the build up
         to date) under the key's lock, so no other run builds in that dir meanwhile."""
-        with key_lock(self.key_dir):
+        with key_lock(self.key_dir), contextlib.ExitStack() as unless_started:
             worker = self.worker or Worker(self.placement, role="candidate", device=self.config.device,
                                            timeout_s=self.config.timeout_s, key_dir=self.key_dir, pace=self.pace)
+            unless_started.enter_context(worker)  # closed here if handing it its job raises
             worker.start(worker_job("candidate", self.problem, self.config), self.candidate.code, self.problem.source,
                          self.key_dir)
             try:
-                return worker, worker.reply("load and build", self._load_deadline_s())
+                loaded: Reply | WorkerStopped = worker.reply("load and build", self._load_deadline_s())
             except WorkerStopped as stopped:
-                return worker, stopped
+                loaded = stopped
+            unless_started.pop_all()  # run() closes it from here on
+            return worker, loaded
 
     def _load_deadline_s(self) -> float:
         """--build-timeout only where importing it may compile (an extension not built ahead);
         otherwise a phase's --timeout: a candidate that slept at import once held its lane for
         the whole build timeout."""
-        compiles = self.candidate.kind.built_ahead and not self.built_ahead
+        compiles = self.candidate.kind.built_ahead and not self.built
         return self.config.build_timeout_s if compiles else self.config.timeout_s
 
     def _verdict_of(self, reply: Reply, worker: Worker) -> Verdict | None:
@@ -320,11 +323,12 @@ class CandidateRun:
         """On a CPU run a timed call's inputs are views of what the parent fed, and a forward that
         writes into them spares itself an output's allocation (3.5x for an in-place relu on the
         2-core VM, where the correctness trials saw it leave them alone): a checked call's must
-        come back unchanged, or changed as the reference's forward changes them (computed then,
-        only where they changed at all)."""
-        if not self.reference.fed_inputs_changed(worker, seed, fed):
+        come back unchanged, or changed as the reference's forward changes them (a reference
+        trial run then, between timed calls: only where they changed at all)."""
+        left = self.reference.fed_inputs_left(worker, seed, fed)
+        if left is None:
             return None
-        with worker.fed_back(fed, "timing") as left, self.reference.expected(seed) as (_, expected_inputs):
+        with self.reference.expected(seed) as (_, expected_inputs):
             return verdicts.of_timed_inputs(mutated_inputs(expected_inputs, left), index)
 
     def _compare_checked_call(self, seed: int, actual: list, index: int) -> Verdict | None:

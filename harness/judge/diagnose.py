@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..records import Diagnosis, Result, Status
+from ..records import CandidateKind, Diagnosis, Result, Status
 from .verdicts import HARNESS_FAILED
 
 # Known APIs that models call under the wrong name, with what to use instead.
@@ -77,6 +77,7 @@ Detector = Callable[[Evidence], Found | None]
 DETECTORS: list[tuple[str, Detector]] = []
 
 
+CRASH_SIGNAL = re.compile(r"killed by SIG(SEGV|BUS|ILL|FPE|ABRT)\b")  # what faulting code dies of (not SIGKILL)
 RESOURCE_LIMIT = re.compile(r"--max-[a-z-]+|over the limit of|file size limit|message over")
 
 
@@ -299,7 +300,9 @@ def _near_miss(e: Evidence) -> Found | None:
 @detector("unchecked_launch")
 def _unchecked_launch(e: Evidence) -> Found | None:
     error = e.result.max_abs_err
-    garbage = error is not None and (not math.isfinite(error) or error >= GARBAGE_ERROR)
+    # NaN or Inf where the reference is finite: the error line says so (the error is recorded as none).
+    garbage = (error is not None and (not math.isfinite(error) or error >= GARBAGE_ERROR)) or \
+        "NaN/Inf values" in (e.result.error or "")
     if e.result.status is Status.mismatch and garbage and "<<<" in e.code and not LAUNCH_CHECKS.search(e.code):
         return Found("kernels are launched without checking for launch errors, and the output is garbage",
                      f"add C10_CUDA_KERNEL_LAUNCH_CHECK() ({LAUNCH_CHECK_HEADER}) after each launch: a launch "
@@ -337,7 +340,8 @@ def _exited(e: Evidence) -> Found | None:
 def _native_crash(e: Evidence) -> Found | None:
     """On the CPU: a signal from its compiled code (compute-sanitizer, the fallback's hint, is for GPU kernels)."""
     error = e.result.error or ""
-    if e.result.status is Status.crash and e.result.gpu is None and "killed by SIG" in error:
+    compiled = e.result.kind in (CandidateKind.cpp, CandidateKind.cuda)
+    if e.result.status is Status.crash and e.result.gpu is None and compiled and CRASH_SIGNAL.search(error):
         return Found(error, "its compiled code crashed: look for out-of-bounds accesses and null pointers; rebuild "
                      "with extra_cflags=['-g', '-fsanitize=address'] and call it on the problem's inputs outside "
                      "the harness", [error])

@@ -261,29 +261,33 @@ class ReferenceRunner:
         reply = self._request(Command(op="inputs", seed=seed), "inputs")
         if reply.inputs is None:
             return None
-        with self._inputs(reply.inputs) as inputs:
+        with self._held(reply.inputs, "inputs") as inputs:
             fed = target.feed(inputs, "timing")  # a worker that does not stop for it: its own failure
-        self._fed = (seed, reply.inputs)
+        if target is not self.worker:  # its own timed call would write over them
+            self._fed = (seed, reply.inputs)
         return fed
 
     @contextlib.contextmanager
-    def _inputs(self, refs: list[TensorRef]) -> Iterator[list[torch.Tensor]]:
-        """The inputs it made (`refs`), views of its commit buffer, its worker stopped meanwhile."""
+    def _held(self, refs: list[TensorRef], what: str) -> Iterator[list[torch.Tensor]]:
+        """Its tensors at `refs`, views of its commit buffer, its worker stopped meanwhile. Only its
+        own failure to be read is the reference's, not those inside the block."""
         with contextlib.ExitStack() as reading:
             try:
-                inputs = reading.enter_context(self.worker.reading(refs, "reference inputs", held=True))
+                tensors = reading.enter_context(self.worker.reading(refs, f"reference {what}", held=True))
             except WorkerStopped as stopped:
-                raise ReferenceFailed(f"reference inputs: {stopped.stop.error}") from None
-            yield inputs
+                raise ReferenceFailed(f"reference {what}: {stopped.stop.error}") from None
+            yield tensors
+            del tensors  # no view may outlive the block: its memory is unmapped or reused then
 
-    def fed_inputs_changed(self, target: Worker, seed: int, fed: list[TensorRef]) -> list[int]:
-        """Positions of the inputs fed to `target` for its last timed call (`seed`; `fed`, where
-        they are in its feed file) that its forward left changed, byte for byte against this
-        worker's own, still in its commit buffer: it ran nothing since it made them."""
+    def fed_inputs_left(self, target: Worker, seed: int, fed: list[TensorRef]) -> list[torch.Tensor] | None:
+        """Copies of the inputs fed to `target` for its last timed call (`seed`; `fed`, where they
+        are in its feed file) as its forward left them, if it changed any (None otherwise): byte
+        for byte against this worker's own, still in its commit buffer (it ran nothing since it
+        made them), read and copied in one window with `target` stopped."""
         if self._fed is None or self._fed[0] != seed:
             raise RuntimeError("the reference's last inputs are not the ones fed for this call")
-        with self._inputs(self._fed[1]) as made, target.fed_back(fed, "timing") as left:
-            return mutated_inputs(made, left)
+        with self._held(self._fed[1], "inputs") as made, target.fed_back(fed, "timing") as left:
+            return [t.clone() for t in left] if mutated_inputs(made, left) else None
 
     @contextlib.contextmanager
     def expected(self, seed: int, sizes: dict[str, int] | None = None,
@@ -298,11 +302,7 @@ class ReferenceRunner:
             yield self._kept[key]
             return
         reply = self._request(Command(op="trial", seed=seed, sizes=sizes), "trial")
-        with contextlib.ExitStack() as reading:
-            try:  # only the reference's own failures are the reference's (not those inside the block)
-                both = reading.enter_context(self.worker.reading(reply.outputs + reply.inputs, "reference trial", held=True))
-            except WorkerStopped as stopped:
-                raise ReferenceFailed(f"reference trial: {stopped.stop.error}") from None
+        with self._held(reply.outputs + reply.inputs, "trial") as both:
             outputs, inputs = both[:len(reply.outputs)], both[len(reply.outputs):]
             del both
             if not sizes:

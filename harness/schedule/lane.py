@@ -16,12 +16,15 @@ from ..judge import verdicts
 from ..judge.candidate import CandidateRun
 from ..judge.reference import Quiet, ReferenceFailed, ReferenceRunner, no_quiet
 from ..records import Candidate, EvalConfig, Observations, Problem, Result, Subject
-from ..worker.parent import REAL_TIME, Pace, Placement, RunStopped, Worker
+from ..worker.parent import REAL_TIME, ConfinementFailed, Pace, Placement, RunStopped, Worker
 from ..worker.protocol import Peaks
 
 # References a lane starts ahead, before their problem's first candidate is ready. None on a GPU,
 # where each would hold device memory beside the one in use (and where it is not yet measured).
 PREPARED_REFERENCES = {"cpu": 6, "cuda": 0}
+# Harness errors judging candidates one after another that stop the run: one is a candidate
+# bringing out a bug, this many a harness that cannot go on (a sticky CUDA error in the parent).
+MAX_HARNESS_FAILURES = 3
 # Whether spares import, as they boot, what loading a reference needs (child.warm_meta), so that
 # whichever one a reference takes loads it at once: on a GPU, where references are not started
 # ahead and problems switch every few candidates (that import took 5 s of each reference's start
@@ -46,6 +49,7 @@ class Lane:
         # Booting ahead needs namespaces: without them a worker must know its key dir when it boots.
         self.spare_count = spares if placement.sandbox.namespaces else 0
         self.spares: collections.deque[Worker] = collections.deque()
+        self.harness_failures = 0  # harness errors judging candidates, one after another
 
     def __enter__(self) -> Lane:
         return self
@@ -102,14 +106,19 @@ class Lane:
                            later_of_problem)
         try:
             with running():
-                return run.run()
+                result = run.run()
+            self.harness_failures = 0
+            return result
         except ReferenceFailed as failed:
             self._drop_reference()
             return run.reference_died(str(failed).splitlines()[0])
-        except RunStopped:
+        except (RunStopped, ConfinementFailed):
             raise
         except Exception:  # a harness bug this candidate brought out: its verdict, not the end of the run
             self._drop_reference()  # whatever state the reference was left in
+            self.harness_failures += 1
+            if self.harness_failures >= MAX_HARNESS_FAILURES:  # not one candidate's doing: the run stops
+                raise
             return run.harness_failed(traceback.format_exc())
 
     @property

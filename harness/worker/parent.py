@@ -362,6 +362,7 @@ class Worker:
         finally:
             child_sock.close()
             os.close(launcher_end)
+        self.given_code = False  # whether it was handed candidate code (start)
         self.conn = Connection(parent_sock.detach())
         self._reaping = threading.Lock()  # the launcher's pid stays ours until kill() reaps it
         self.watchdog = Watchdog(self.process.pid, [self.scratch], placement.sandbox.limits, self._kill_tree) \
@@ -400,6 +401,7 @@ class Worker:
         if code is not None:
             (self.scratch / "candidate.py").write_text(code)
             update["candidate_path"] = f"{workdir}/candidate.py"
+            self.given_code = True
         self._send_early(Command(op="job", job=job.model_copy(update=update)))
 
     def _send_early(self, command: Command) -> None:
@@ -468,7 +470,7 @@ class Worker:
 
     def _died(self, phase: str) -> WorkerStopped:
         code = self._exit_status()
-        if code == CONFINE_FAILED:
+        if code == CONFINE_FAILED and not self.given_code:  # once it has code, that code may exit so too
             self.kill()
             raise ConfinementFailed(f"a {phase} worker could not be confined: {self.log_tail(400).strip()}")
         if self.watchdog is not None and self.watchdog.violation:

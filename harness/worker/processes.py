@@ -106,26 +106,29 @@ def kill_tree(root: int) -> None:
 def resident_bytes(pids: list[int]) -> int:
     """The processes' resident memory, summed: quick to read (statm), but pages forked processes
     share copy-on-write count once per process. An upper bound of `proportional_bytes`."""
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/statm") as statm:
-                total += int(statm.read().split()[1]) * PAGE_BYTES
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
+    return sum(_resident(pid) for pid in pids)
+
+
+def _resident(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def proportional_bytes(pids: list[int]) -> int:
     """The memory the processes hold together, each shared page split between its sharers (Pss
-    in smaps_rollup): the kernel walks their page tables for it, milliseconds per GiB mapped."""
+    in smaps_rollup; the kernel walks their page tables for it, milliseconds per GiB mapped). A
+    process whose rollup cannot be read (one made non-dumpable, seen by a caller without root)
+    counts its whole resident memory: unreadable must never mean free."""
     total = 0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/smaps_rollup") as rollup:
                 total += next(int(line.split()[1]) * 1024 for line in rollup if line.startswith("Pss:"))
         except (OSError, ValueError, IndexError, StopIteration):
-            pass
+            total += _resident(pid)
     return total
 
 

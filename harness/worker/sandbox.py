@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import site
 import stat
 import subprocess
 import sys
@@ -192,15 +193,24 @@ def _holds(directory: str, path: str) -> bool:
 
 
 def _not_the_users(paths) -> list[str]:
-    """`paths` less the directories that hold the one the harness runs in or the harness's own
-    package: `python -m harness` puts the current directory on the import path, an editable
-    install its checkout, and either may hold what no worker should read (a `.env`, the results
-    database, earlier runs' reports). A worker loads the harness from its package dir alone."""
+    """`paths` less the directories that hold the one the harness runs in or the checkout its
+    package lives in: `python -m harness` puts the current directory on the import path, an
+    editable install its checkout, and either may hold what no worker should read (a `.env`, the
+    results database, earlier runs' reports). A worker loads the harness from its package dir
+    alone. Site directories stay (an installed harness lives in one, beside torch)."""
+    users = [os.path.realpath(os.path.dirname(PACKAGE_DIR))] if _is_checkout(os.path.dirname(PACKAGE_DIR)) else []
     try:
-        users = [os.getcwd(), os.path.dirname(PACKAGE_DIR)]
+        users.append(os.path.realpath(os.getcwd()))
     except FileNotFoundError:  # run from a directory since removed: nothing there to read
-        users = [os.path.dirname(PACKAGE_DIR)]
-    return [p for p in _existing(paths) if not any(_holds(p, user) for user in users)]
+        pass
+    sites = {os.path.realpath(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    return [p for p in _existing(paths)
+            if os.path.realpath(p) in sites or not any(_holds(os.path.realpath(p), user) for user in users)]
+
+
+def _is_checkout(directory: str) -> bool:
+    """A project's source tree (what an editable install points at), not an install directory."""
+    return any(os.path.exists(os.path.join(directory, marker)) for marker in ("pyproject.toml", "setup.py", ".git"))
 
 
 def readable_paths(env: dict[str, str]) -> list[str]:

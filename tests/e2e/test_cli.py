@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.worker.confine import CONFINE_FAILED
 
 from tests.support import DATA, EXPECTED, REPO, eval_args, read_results, run_eval
 
@@ -128,10 +129,17 @@ def test_exit_and_keyboard_interrupt_raised_by_a_candidate_are_its_exceptions(tm
     write_candidate(tmp_path / "c", "interrupts_at_import.py", """
         raise KeyboardInterrupt
         """)
-    _, _, results = run_eval(tmp_path, tmp_path / "c", "--timeout", "30")
+    # The exit code of a worker that could not be confined, which once stopped the whole run.
+    write_candidate(tmp_path / "c", "exits_as_if_unconfined.py", f"""
+        import os
+        os._exit({CONFINE_FAILED})
+        """)
+    code, _, results = run_eval(tmp_path, tmp_path / "c", "--timeout", "30")
     exits, interrupts = results["tiny_relu/exits_in_forward.py"], results["tiny_relu/interrupts_at_import.py"]
     assert exits["status"] == "runtime_error" and "forward raised SystemExit: 3" in exits["error"], exits["error"]
     assert interrupts["status"] == "load_error" and "KeyboardInterrupt" in interrupts["error"], interrupts["error"]
+    forged = results["tiny_relu/exits_as_if_unconfined.py"]
+    assert code == 0 and forged["status"] == "crash" and f"exited with code {CONFINE_FAILED}" in forged["error"]
 
 
 def test_timeout_kills_the_whole_process_tree(tmp_path):

@@ -103,6 +103,13 @@ def test_an_upper_case_suffix_and_a_link_to_nothing_are_candidates_too(tmp_path)
     cands.mkdir(parents=True)
     (cands / "UPPER.PY").write_text("class ModelNew: pass\n")
     (cands / "dangling.py").symlink_to(tmp_path / "gone.py")
+    (cands / "loop.py").symlink_to(cands / "loop.py")
     found = {c.rel_path: c for c in discover_candidates(tmp_path / "cands", discover_problems(REPO / "problems"))}
     assert found["relu/UPPER.PY"].code == "class ModelNew: pass\n"
     assert found["relu/dangling.py"].extraction_error == "the file cannot be read: No such file or directory"
+    assert "cannot be read" in found["relu/loop.py"].extraction_error
+
+
+def test_a_block_without_shared_indentation_keeps_its_text_exactly():
+    """Its code hash, which names its builds and results, must not change with the dedent."""
+    assert split_code_blocks("```python\na = 1\n   \nb = 2\n```\n")[0].text == "a = 1\n   \nb = 2\n"

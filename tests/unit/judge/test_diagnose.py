@@ -6,10 +6,11 @@ from harness.judge.diagnose import diagnose, unused_init_arguments
 from harness.records import CompilerDiagnostic, Result, Status
 
 
-def result(status, error=None, evidence=(), flags=(), phase="correctness", diagnostics=(), max_abs_err=None, gpu=None):
+def result(status, error=None, evidence=(), flags=(), phase="correctness", diagnostics=(), max_abs_err=None, gpu=None,
+           kind=None):
     return Result(run_id="r", problem="p", candidate="c.py", status=status, error=error, evidence=list(evidence),
                   flags=list(flags), phase=phase, candidate_hash="h", compiler_diagnostics=list(diagnostics),
-                  max_abs_err=max_abs_err, gpu=gpu)
+                  max_abs_err=max_abs_err, gpu=gpu, kind=kind)
 
 
 def located(message, file="main.cpp", line=4):
@@ -77,7 +78,7 @@ CASES = {
     "resource_limit": (result(Status.crash, "worker held 4.48 GiB of host memory, over the 2.00 GiB limit "
                               "(--max-host-memory); killed (during timing)"), ""),
     "exited": (result(Status.crash, "worker exited with code 0 (during correctness)"), ""),
-    "native_crash": (result(Status.crash, "worker killed by SIGSEGV (during correctness)"), ""),
+    "native_crash": (result(Status.crash, "worker killed by SIGSEGV (during correctness)", kind="cpp"), ""),
     "ignored_ctor_args": (result(Status.mismatch, "wrong output"),
                           "class ModelNew:\n    def __init__(self, a, stride=1):\n        self.a = a\n"),
     "syntax_error": (result(Status.load_error, "import failed: SyntaxError: invalid syntax (candidate.py, line 3)",
@@ -104,6 +105,15 @@ def test_unchecked_launch_is_only_for_garbage_sized_errors():
     nan = result(Status.mismatch, "wrong output on trial 1/5: NaN", max_abs_err=float("nan"))
     assert diagnose(nan, CUDA_NO_CHECK).category == "unchecked_launch"
     assert "c10/cuda/CUDAException.h" in diagnose(nan, CUDA_NO_CHECK).hint
+    # As recorded: NaN where the reference is finite leaves no error size, the error line says so.
+    recorded = result(Status.mismatch, "wrong output on trial 1/5: 4096 NaN/Inf values where the reference is finite")
+    assert diagnose(recorded, CUDA_NO_CHECK).category == "unchecked_launch"
+
+
+def test_only_faulting_compiled_code_gets_the_native_crash_hint():
+    """Not a SIGKILL (the OOM killer), not a candidate with nothing compiled."""
+    assert diagnose(result(Status.crash, "worker killed by SIGKILL (during timing)", kind="cpp"), "").category == "crash"
+    assert diagnose(result(Status.crash, "worker killed by SIGSEGV", kind="python"), "").category == "crash"
 
 
 def test_each_rejection_flag_gets_its_own_hint():

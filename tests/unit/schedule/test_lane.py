@@ -9,8 +9,8 @@ from harness.builds.cache import BuildCache
 from harness.judge.reference import ReferenceFailed
 from harness.records import Candidate, EvalConfig, Problem, Status
 from harness.schedule import lane as lane_module
-from harness.schedule.lane import PREPARED_REFERENCES, Lane
-from harness.worker.parent import Placement
+from harness.schedule.lane import MAX_HARNESS_FAILURES, PREPARED_REFERENCES, Lane
+from harness.worker.parent import ConfinementFailed, Placement
 from harness.worker.sandbox import SandboxMode, SandboxPolicy, default_limits
 from tests.unit.builds.test_cache import TOOLCHAIN
 
@@ -119,9 +119,22 @@ def test_a_harness_error_while_judging_is_that_candidates_crash_and_the_lane_goe
     candidate = Candidate(path=str(tmp_path / "c.py"), rel_path="relu/c.py", problem_id="relu", source_hash="s",
                           code="pass", code_hash="c")
     with make_lane(tmp_path, "cpu", {}) as lane:
-        for _ in range(2):  # and again: the lane goes on, with a reference started afresh
+        for _ in range(MAX_HARNESS_FAILURES - 1):  # and again: the lane goes on, with a reference started afresh
             result = lane.judge(problem("relu"), candidate, None)
             assert result.status is Status.crash and "\n" not in result.error
             assert "harness bug" in result.error and "Operation not permitted" in result.error
             assert any("PermissionError" in line for line in result.evidence)
-        assert fake_references.closed == ["relu", "relu"]
+        assert fake_references.closed == ["relu"] * (MAX_HARNESS_FAILURES - 1)
+        with pytest.raises(PermissionError):  # one after another, every time: the harness cannot go on
+            lane.judge(problem("relu"), candidate, None)
+
+
+def test_a_sandbox_that_cannot_be_applied_still_stops_the_run(tmp_path, fake_references, monkeypatch):
+    def unconfined(run):
+        raise ConfinementFailed("a candidate worker could not be confined: landlock_create_ruleset: ENOSYS")
+
+    monkeypatch.setattr(lane_module.CandidateRun, "run", unconfined)
+    candidate = Candidate(path=str(tmp_path / "c.py"), rel_path="relu/c.py", problem_id="relu", source_hash="s",
+                          code="pass", code_hash="c")
+    with make_lane(tmp_path, "cpu", {}) as lane, pytest.raises(ConfinementFailed):
+        lane.judge(problem("relu"), candidate, None)

@@ -122,7 +122,22 @@ def test_the_directory_the_harness_runs_in_is_not_readable_though_on_its_import_
     monkeypatch.setattr(sys, "path", [str(work), str(tmp_path), str(site), *sys.path])
     for paths in (python_path(), readable_paths({"PATH": f"{work}:/usr/bin"})):
         assert str(work) not in paths and str(tmp_path) not in paths and str(site) in paths
-    assert str(Path(PACKAGE_DIR).parent) not in readable_paths({"PATH": "/usr/bin"})
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_an_installed_harness_keeps_its_site_dir_and_an_editable_one_hides_its_checkout(tmp_path, monkeypatch, installed):
+    """Installed, the package sits in site-packages beside torch, which workers need; editable,
+    its parent is a checkout (a pyproject.toml), which may hold the results."""
+    from harness.worker import sandbox
+
+    parent = tmp_path / ("lib/site-packages" if installed else "checkout")
+    (parent / "harness").mkdir(parents=True)
+    if not installed:
+        (parent / "pyproject.toml").write_text("")
+    monkeypatch.setattr(sandbox, "PACKAGE_DIR", str(parent / "harness"))
+    monkeypatch.setattr(sandbox.site, "getsitepackages", lambda: [str(parent)] if installed else [])
+    monkeypatch.setattr(sys, "path", [str(parent), *sys.path])
+    assert (str(parent) in python_path()) is installed
 
 
 def test_a_build_may_read_the_precompiled_header_its_cpath_names(tmp_path):
@@ -361,7 +376,7 @@ def test_the_watchdog_kills_a_tree_that_passes_its_process_limit(tmp_path):
     assert killed and "processes, over the limit of 5" in watchdog.violation
 
 
-def test_memory_forks_share_is_counted_once_before_the_watchdog_kills(tmp_path):
+def test_memory_forks_share_is_counted_once_before_the_watchdog_kills(tmp_path, monkeypatch):
     """Four forks of a process holding 256 MB share its pages copy-on-write: their resident sizes
     add up to over 1 GiB, the memory they hold to about 256 MB, under a 768 MB limit."""
     forker = subprocess.Popen([sys.executable, "-c", "import os, sys, time\n"
@@ -378,6 +393,11 @@ def test_memory_forks_share_is_counted_once_before_the_watchdog_kills(tmp_path):
         watchdog = Watchdog(forker.pid, [tmp_path], Limits(host_memory=768 << 20, processes=50), lambda: None)
         assert watchdog._check() is None
         watchdog.stop()
+        # A rollup it cannot read (a non-dumpable process, seen without root) counts as resident, never as free.
+        real_open = open
+        monkeypatch.setattr("builtins.open", lambda path, *a, **k: (_ for _ in ()).throw(PermissionError(13, "denied"))
+                            if str(path).endswith("smaps_rollup") else real_open(path, *a, **k))
+        assert processes.proportional_bytes(tree) == processes.resident_bytes(tree)
     finally:
         processes.kill_tree(forker.pid)
         forker.wait()
