@@ -42,6 +42,16 @@ def test_results_are_committed_one_by_one_and_read_back(tmp_path):
         assert "x.abs()" in db.code("h-a")
 
 
+def test_a_resume_judges_again_what_a_harness_error_decided(tmp_path):
+    with Database(tmp_path / "h.db") as db:
+        db.save_run(run_info(), tmp_path)
+        db.record(make("a", Status.crash).model_copy(update={"error": "the harness failed while judging it: X"}),
+                  None, candidate("a"))
+        db.record(make("b", Status.crash).model_copy(update={"error": "worker killed by SIGSEGV"}), None, candidate("b"))
+        assert db.done("r1", again="the harness failed while judging it") == {("ph", "h-b")}
+        assert db.done("r1") == {("ph", "h-a"), ("ph", "h-b")}
+
+
 def test_resume_finds_the_latest_run_with_the_same_configuration(tmp_path):
     with Database(tmp_path / "h.db") as db:
         db.save_run(run_info("old"), tmp_path)
