@@ -236,8 +236,13 @@ def test_code_that_runs_only_when_watched_is_caught_when_slower_than_the_profile
     reference, both when it was timed and as measured again with the candidate stopped.
     watched_padded.py spins 20 ms in them, its profiles padded with 62 trivial operators."""
     watched = gpu_tricks["relu/watched_slow.py"]
-    assert watched["status"] == "rejected" and watched["flags"] == ["inconsistent_when_profiled"], \
+    # Its unprofiled calls are honest, yet now and then a worker's per-call overhead sits above the
+    # reference's by more than the bound's slack and they are flagged `timing_disagrees` too (2 of
+    # about 15 runs, 2026-11-26): an open problem of the timing bound (docs/threat-model.md), not
+    # what this test is about.
+    assert watched["status"] == "rejected" and "inconsistent_when_profiled" in watched["flags"], \
         (watched["status"], watched["error"])
+    assert set(watched["flags"]) <= {"inconsistent_when_profiled", "timing_disagrees"}, watched["flags"]
     # Padded with 62 trivial operators, each buying the profiler's cost on the reference as room
     # (what launch-bound honest candidates need): caught or not, unwatched it runs the reference's
     # own operator, which cannot beat it.
