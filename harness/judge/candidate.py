@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import torch
 
-from ..builds.cache import BuildOutcome, BuildStatus, key_lock
+from ..builds.cache import BuildOutcome, key_lock
 from ..records import (Candidate, CandidateKind, EvalConfig, Flag, Observations, Phase, Problem, Result, Status, Subject, Verdict)
 from ..worker import processes
 from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped, gpu_context_pids
@@ -97,7 +97,7 @@ class CandidateRun:
         which then keeps the expected outputs of its trials for them."""
         self.problem, self.candidate, self.config, self.reference = problem, candidate, config, reference
         self.keep_expected = later_of_problem
-        self.built = build is not None and build.status is BuildStatus.built  # ahead, successfully
+        self.build_status = build.status if build is not None else None  # of its build ahead, if it had one
         self.key_dir, self.placement, self.worker, self.quiet, self.pace = key_dir, placement, worker, quiet, pace
         self.rng = random.SystemRandom()  # the seeds, and which calls are checked and profiled: never predictable
         self.subject = Subject.of(run_id, candidate, problem)
@@ -162,10 +162,12 @@ class CandidateRun:
             return worker, loaded
 
     def _load_deadline_s(self) -> float:
-        """--build-timeout only where importing it may compile (an extension not built ahead);
-        otherwise a phase's --timeout: a candidate that slept at import once held its lane for
-        the whole build timeout."""
-        compiles = self.candidate.kind.built_ahead and not self.built
+        """--build-timeout only where its import is its build (an extension nobody tried to build
+        ahead); otherwise a phase's --timeout, a build ahead that was deferred included (its
+        import raised in the build worker): a candidate that slept at import once held its lane
+        for the whole build timeout, and one that raises in the build worker and sleeps here
+        would again. An import that compiles after all has --timeout for it (300 s by default)."""
+        compiles = self.candidate.kind.built_ahead and self.build_status is None
         return self.config.build_timeout_s if compiles else self.config.timeout_s
 
     def _verdict_of(self, reply: Reply, worker: Worker) -> Verdict | None:

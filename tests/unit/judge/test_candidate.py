@@ -10,7 +10,8 @@ import torch
 
 from harness.judge import candidate as candidate_module
 from harness.judge.candidate import CandidateRun, _copied
-from harness.records import EvalConfig, Flag, Status, Verdict
+from harness.builds.cache import BuildStatus
+from harness.records import Candidate, CandidateKind, EvalConfig, Flag, Status, Verdict
 from harness.judge.timer import Timed
 from harness.worker.protocol import Profile, Reply
 
@@ -212,3 +213,18 @@ def test_outputs_that_do_not_fit_the_room_get_fresh_copies():
     spares = [[torch.zeros(4)]]
     for outputs in ([torch.ones(5)], [torch.ones(4, dtype=torch.float64)], [torch.ones(4), torch.ones(4)]):
         assert torch.equal(_copied(outputs, spares)[0], outputs[0]) and len(spares) == 1
+
+
+@pytest.mark.parametrize("kind, status, deadline", [
+    (CandidateKind.cpp, None, "build"),  # nobody built it ahead: its import is its build
+    (CandidateKind.cpp, BuildStatus.built, "phase"),
+    (CandidateKind.cpp, BuildStatus.deferred, "phase"),  # raised in the build worker: no 900 s to sleep in here
+    (CandidateKind.python, None, "phase"),
+])
+def test_an_import_gets_the_build_timeout_only_where_it_is_the_build(kind, status, deadline):
+    run = CandidateRun.__new__(CandidateRun)
+    run.config = EvalConfig(device="cpu", timeout_s=30, build_timeout_s=900)
+    run.candidate = Candidate(path="/c.py", rel_path="p/c.py", problem_id="p", source_hash="s", code="x",
+                              code_hash="c", kind=kind)
+    run.build_status = status
+    assert run._load_deadline_s() == {"build": 900, "phase": 30}[deadline]
