@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # The version of one record in results.jsonl (and of the JSON kept per result in the database).
 # The database schema has its own number (store.DATABASE_SCHEMA_VERSION). 2: reference_recalibrated_timing,
-# and a speedup against it when it is set. 3: timing_bound.
-RESULT_SCHEMA_VERSION = 3
+# and a speedup against it when it is set. 3: timing_bound. 4: calls_per_sample in timings.
+RESULT_SCHEMA_VERSION = 4
 
 Precision = Literal["fp32", "fp16", "bf16"]
 Baseline = Literal["eager", "compile"]
@@ -240,6 +240,18 @@ class TimingStats(BaseModel):
     ci_low_ms: float | None = None  # the median's 95% confidence interval (order statistics)
     ci_high_ms: float | None = None
     stopped: str | None = None  # why timing stopped: converged, time_budget, max_trials, fixed
+    # Calls per sample: each sample is the mean of so many calls timed back to back on inputs of
+    # their own (a CPU batch, judge/timer.py), n samples of them.
+    calls_per_sample: int = 1
+
+    @property
+    def calls(self) -> int:
+        """Calls timed in all."""
+        return self.n * self.calls_per_sample
+
+    def describe_n(self) -> str:
+        """How many samples, and of how many calls each where a sample is a batch's."""
+        return f"n = {self.n}" + (f" batches of {self.calls_per_sample} calls" if self.calls_per_sample > 1 else "")
 
 
 KernelOrigin = Literal["candidate", "pytorch", "cudnn", "cublas", "torch_compile", "other_library"]

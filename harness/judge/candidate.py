@@ -31,12 +31,12 @@ from . import verdicts
 from .compare import compare_outputs
 from .integrity import fallback_evidence, fingerprint, mutated_inputs, profiled_too_slow
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
-from .reference import Quiet, Recalibration, ReferenceRunner, no_quiet, release_device_cache, surely_faster, worker_job
-from .timer import Timed, Timer, TimingPlan, timing_bound, timing_stats, vouched_median
+from .reference import (TRIAL_SEED_OFFSET, Quiet, Recalibration, ReferenceRunner, no_quiet, release_device_cache,
+                        surely_faster, worker_job)
+from .timer import Call, ShortBatch, Timed, Timer, TimingPlan, timing_bound, timing_stats, vouched_median
 
 T = TypeVar("T")  # what reference calls made with the candidate stopped measure
 LOG_TAIL_CHARS = 4000
-TRIAL_SEED_OFFSET = 1000  # trial inputs use seeds apart from the init seed
 SECOND_LOOK_CALLS = 6  # profiled calls more, when the first ones were slower than the profiler explains
 # How long a stopped candidate's GPU work may take to end before the reference's recalibration
 # (an honest candidate leaves none: its worker synchronizes the device before each reply), and
@@ -250,10 +250,11 @@ class CandidateRun:
             self.observed.note(Flag.degenerate_problem, f"the problem is degenerate: {'; '.join(degenerate)}")
         return verdicts.of_sensitivity([r for r, _ in fingerprints], [c for _, c in fingerprints])
 
-    def _recalibrated(self, worker: Worker) -> Recalibration | Verdict:
-        """The reference's recalibration (the per-call overhead the candidate's timing bound
-        subtracts), with nothing of the candidate's running (`_reference_alone`)."""
-        return self._reference_alone(worker, "the reference's recalibration", self.reference.recalibrate)
+    def _recalibrated(self, worker: Worker, batch: int) -> Recalibration | Verdict:
+        """The reference's recalibration at `batch` calls a command (the per-call overhead the
+        candidate's timing bound subtracts), with nothing of the candidate's running
+        (`_reference_alone`)."""
+        return self._reference_alone(worker, "the reference's recalibration", lambda: self.reference.recalibrate(batch))
 
     def _reference_alone(self, worker: Worker, purpose: str, measure: Callable[[], T]) -> T | Verdict:
         """`measure` (reference calls) with nothing of the candidate's running: its whole tree is
@@ -299,63 +300,85 @@ class CandidateRun:
         return [[t.zero_() for t in self.reference.output_like()] for _ in range(count)]
 
     def _copy_checked_call(self, worker: Worker, copies: list, spares: list[list[torch.Tensor]]):
-        """For a timed call the parent chose after its outputs were described: its fed inputs
-        must be as its forward should leave them (`_fed_inputs_verdict`); copy its outputs out
-        now (the worker cannot change them afterwards), into `spares` while they last, to compare
-        with the reference's once the timed calls are over. Past the memory budget, compare at
-        once instead."""
+        """For the calls of a timed command the parent chose after their outputs were described:
+        their fed inputs must be as forward should leave them (`_fed_inputs_verdict`); copy their
+        outputs out now (the worker cannot change them afterwards), into `spares` while they
+        last, to compare with the reference's once the timed calls are over. Past the memory
+        budget, compare at once instead."""
         budget = self.reference.budget_left  # one budget for everything the parent keeps on the device
 
-        def check(seed: int, reply: Reply, fed: list[TensorRef] | None) -> Verdict | None:
-            if fed is not None and (verdict := self._fed_inputs_verdict(worker, seed, fed, len(copies) + 1)):
+        def check(calls: list[Call]) -> Verdict | None:
+            fed = [(call.seed, call.fed) for call in calls if call.fed is not None]
+            if fed and (verdict := self._fed_inputs_verdict(worker, fed, len(copies) + 1)):
                 return verdict
-            with worker.reading(reply.outputs, "timing") as actual:
-                if sum(t.nbytes for c in copies for t in c[1]) + sum(t.nbytes for t in actual) <= budget:
-                    copies.append((seed, _copied(actual, spares)))
-                    if actual and actual[0].is_cuda:
-                        # Done copying before the mapping closes and before the next timed call: a
-                        # copy still running on the GPU would slow that call and be blamed on it.
-                        torch.cuda.synchronize(actual[0].device)
-                    return None
-                return self._compare_checked_call(seed, actual, len(copies) + 1)
+            with worker.reading([ref for call in calls for ref in call.outputs], "timing") as actual:
+                start = 0
+                for call in calls:
+                    outputs, start = actual[start:start + len(call.outputs)], start + len(call.outputs)
+                    if sum(t.nbytes for c in copies for t in c[1]) + sum(t.nbytes for t in outputs) <= budget:
+                        copies.append((call.seed, _copied(outputs, spares)))
+                    elif objection := self._compare_checked_call(call.seed, outputs, len(copies) + 1):
+                        return objection
+                if actual and actual[0].is_cuda:
+                    # Done copying before the mapping closes and before the next timed call: a
+                    # copy still running on the GPU would slow that call and be blamed on it.
+                    torch.cuda.synchronize(actual[0].device)
+            return None
 
         return check
 
-    def _fed_inputs_verdict(self, worker: Worker, seed: int, fed: list[TensorRef], index: int) -> Verdict | None:
+    def _fed_inputs_verdict(self, worker: Worker, calls: list[tuple[int, list[TensorRef]]], index: int) -> Verdict | None:
         """On a CPU run a timed call's inputs are views of what the parent fed, and a forward that
         writes into them spares itself an output's allocation (3.5x for an in-place relu on the
         2-core VM, where the correctness trials saw it leave them alone): a checked call's must
         come back unchanged, or changed as the reference's forward changes them (a reference
         trial run then, between timed calls: only where they changed at all)."""
-        left = self.reference.fed_inputs_left(worker, seed, fed)
-        if left is None:
-            return None
-        with self.reference.expected(seed) as (_, expected_inputs):
-            return verdicts.of_timed_inputs(mutated_inputs(expected_inputs, left), index)
+        for (seed, _), left in zip(calls, self.reference.fed_inputs_left(worker, calls)):
+            if left is None:
+                continue
+            with self.reference.expected(seed) as (_, expected_inputs):
+                verdict = verdicts.of_timed_inputs(mutated_inputs(expected_inputs, left), index)
+            if verdict:
+                return verdict
+        return None
 
     def _compare_checked_call(self, seed: int, actual: list, index: int) -> Verdict | None:
         with self.reference.expected(seed) as (expected, _):
             found = compare_outputs(expected, actual, self.config.tolerance_for(self.problem))
         return verdicts.of_timed_sample(found, index)
 
-    def _timer(self, worker: Worker) -> Timer:
+    def _timer(self, worker: Worker, batch: int) -> Timer:
         return Timer(worker, TimingPlan.of(self.config), self.rng, quiet=lambda: self.quiet([worker.pid, self.reference.worker.pid]),
-                     feed=self.reference.feeding(worker))
+                     feed=self.reference.feeding(worker), batch=batch, cap=self.reference.batch_cap, insist=True)
 
     def _time(self, worker: Worker, timed: Timed) -> Verdict | None:
-        timer = self._timer(worker)
+        timer = self._timer(worker, self.reference.batch)
         spares = self._spare_copies()  # before the reference's recalibration and the warm-up, which absorb its cost
-        recalibration = self._recalibrated(worker)
+        # Where the reference's calls are timed one to a command (a GPU run, long CPU calls), it is
+        # recalibrated before the candidate's warm-up, which then comes right before its first
+        # timed call: on the CPU, memory a worker freed comes back slowly after a pause (0.38 s
+        # instead of 0.08 s for a relu's first call after the recalibration, on a VM that hands
+        # freed memory to its host). Otherwise (and where the candidate's batch, sized after its
+        # warm-up, turns out larger) it is recalibrated at the candidate's batch: a command's
+        # overhead is shared by its calls, and a batch's first calls absorb the pause.
+        recalibration = self._recalibrated(worker, 1) if self.reference.batch == 1 else None
         if isinstance(recalibration, Verdict):
             return recalibration
-        # Warmed up right before its first timed call: on the CPU, memory a worker freed comes
-        # back slowly after a pause (0.38 s instead of 0.08 s for a relu's first call after the
-        # reference's recalibration, on a VM that hands freed memory to its host).
-        verdict = self._verdict_of(timer.warm_up(), worker)
+        verdict = self._verdict_of(timer.warm_up(size=True), worker)
         if verdict:
             return verdict
+        if (recalibration is None or timer.batch != 1) and \
+                isinstance(recalibration := self._recalibrated(worker, timer.batch), Verdict):
+            return recalibration
         copies: list = []
         measured, objection = timer.run(check=self._copy_checked_call(worker, copies, spares))
+        if isinstance(objection, ShortBatch):
+            # Slower while its batch was sized than now: timed again, as many calls to a command
+            # as the cap allows (the checked calls so far stay checked).
+            timer.batch = timer.cap
+            if isinstance(recalibration := self._recalibrated(worker, timer.batch), Verdict):
+                return recalibration
+            measured, objection = timer.run(check=self._copy_checked_call(worker, copies, spares))
         timed.__dict__.update(measured.__dict__)
         if isinstance(objection, Reply):
             return self._verdict_of(objection, worker)
@@ -364,7 +387,7 @@ class CandidateRun:
         if objection is not None:
             return objection
         self._note_threads(measured.threads_alive)
-        self.observed.timing = timing_stats(measured.reported_ms, self.reference.clock, measured.stopped)
+        self.observed.timing = timing_stats(measured.reported_ms, self.reference.clock, measured.stopped, measured.batch)
         self.observed.wall_ms_per_call = round(statistics.median(measured.wall_ms), 6)
         self.observed.reference_wall_ms_per_call = round(statistics.median(self.reference.timed.wall_ms), 6)
         self.observed.reference_recalibrated_timing = surely_faster(self.reference.timing, recalibration.timing)
@@ -384,7 +407,7 @@ class CandidateRun:
         runs other code when watched is slow on every one."""
         reference_ops = len(self.reference.profile.ops) if self.reference.profile else 0
         if profiled_too_slow(timed, self.reference.timed, reference_ops, self.config.device):
-            failed = self._timer(worker).profile_more(timed, SECOND_LOOK_CALLS)
+            failed = self._timer(worker, timed.batch).profile_more(timed, SECOND_LOOK_CALLS)
             if failed is not None:
                 return self._verdict_of(failed, worker)
         slow = self._profiled_too_slow(worker, timed, reference_ops)

@@ -160,7 +160,8 @@ def profiled_too_slow(candidate, reference, reference_ops: int, device: str) -> 
         per_op = max(per_op, (min(reference.profiled_wall_ms) - statistics.median(reference.wall_ms)) / reference_ops)
     operators = min(max((len(p.ops) for p in candidate.profiles), default=0),
                     max(COUNTED_OPERATORS, 2 * reference_ops))
-    allowed = median * PROFILED_FACTOR + 2 * per_op * max(1, operators) + JITTER_MS[device]
+    # Jitter is a profiled command's, shared by its calls.
+    allowed = median * PROFILED_FACTOR + 2 * per_op * max(1, operators) + JITTER_MS[device] / candidate.profiled_batch
     fastest = min(candidate.profiled_wall_ms)
     if fastest <= allowed:
         return None

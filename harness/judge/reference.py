@@ -23,6 +23,7 @@ from .degenerate import DegenerateCheck
 from .integrity import mutated_inputs
 from .timer import Feed, Timed, Timer, TimingPlan, timing_stats
 
+TRIAL_SEED_OFFSET = 1000  # correctness trials' inputs use seeds apart from the init seed
 KEPT_SHARE = 0.25  # of the device's memory (or the host's, on a CPU run) for expected outputs kept for reuse
 DEGENERATE_CHECK_BYTES = 1 << 28  # trial outputs up to this size are also checked for a degenerate problem
 # Reference calls that measure the harness's per-call overhead right before a candidate's timing:
@@ -59,6 +60,12 @@ IDLE_ROUND_TRIP_MS = 0.5
 IDLE_POLL_S = 0.01
 # Held around every timing window with the launcher pids being timed (schedule/quiet.py).
 Quiet = Callable[[list[int]], ContextManager]
+# A CPU batch's inputs and outputs (judge/timer.py, BATCH_MS), at most: each is in four places at
+# once (the reference's commit buffer, the timed worker's feed file, its outputs, their commit).
+BATCH_BYTES = 128 << 20
+# Calls in a batch, at most: each costs the worker a view of its inputs and the reference a seed's
+# inputs made, about 50 us on the 2-core VM, outside the timed calls but inside the parent's clock.
+MAX_BATCH_CALLS = 1024
 
 
 def no_quiet(timed: list[int]) -> ContextManager:
@@ -144,7 +151,9 @@ class ReferenceRunner:
         self._watched: set[int] = set()  # seeds fed to _degenerate
         self._degenerate_notes: list[str] | None = None  # its verdict, once every seed was seen
         self.output_specs: list[tuple[torch.Size, torch.dtype]] = []  # its outputs at the problem's own sizes
-        self._fed: tuple[int, list[TensorRef]] | None = None  # the seed last fed, and its inputs in this worker's buffer
+        self._fed: dict[int, list[TensorRef]] = {}  # the seeds last fed, and their inputs in this worker's buffer
+        self.batch_cap = 1  # calls one timed command may make (CPU: as many as BATCH_BYTES and the protocol allow)
+        self.batch = 1  # calls per timed command in its own timing
 
     def _checked(self, reply_fn, what: str) -> Reply:
         try:
@@ -157,7 +166,7 @@ class ReferenceRunner:
         return reply
 
     def _request(self, command: Command, what: str) -> Reply:
-        self._fed = None  # its commit buffer is about to be written again
+        self._fed = {}  # its commit buffer is about to be written again
         return self._checked(lambda: self.worker.request(command, f"reference {what}"), what)
 
     @property
@@ -175,22 +184,38 @@ class ReferenceRunner:
         self.load()
         if self.config.device == "cuda":
             self.floor = self._request(Command(op="floor", seed=self.rng.getrandbits(62)), "floor").floor
-        timed = self._time(TimingPlan.of(self.config), profiled=1, warm_up=True)
+        else:
+            self.batch_cap = self._batch_cap()
+        timed = self._time(TimingPlan.of(self.config), profiled=1, warm_up=True, size=True)
         if needs_second_look(timed.reported_ms):
             again = self._time(TimingPlan.of(self.config), profiled=0)
             timed.reported_ms += again.reported_ms
             timed.wall_ms += again.wall_ms
             timed.stopped = again.stopped
         self.timed = timed
-        self.timing = timing_stats(timed.reported_ms, self.clock, timed.stopped)
+        self.timing = timing_stats(timed.reported_ms, self.clock, timed.stopped, timed.batch)
         self.profile = timed.profiles[0] if timed.profiles else None
         if self.config.device == "cuda":
             self.default_math_timing = self._time_default_math()
 
-    def _time(self, plan: TimingPlan, profiled: int, warm_up: bool = False) -> Timed:
-        timer = Timer(self.worker, plan, self.rng, "reference timing", self._quiet, self.feeding(self.worker))
+    def _batch_cap(self) -> int:
+        """Calls a CPU timed command may make: as many as keep a batch's inputs and outputs within
+        BATCH_BYTES, and no more than MAX_BATCH_CALLS. Measured on the first correctness trial,
+        kept (within the memory budget) for the first candidate, which then need not wait for it."""
+        with self.expected(self.config.seed + TRIAL_SEED_OFFSET, keep=True) as (outputs, inputs):
+            per_call = sum(t.nbytes for t in outputs + inputs)
+        return max(1, min(MAX_BATCH_CALLS, BATCH_BYTES // max(per_call, 1)))
+
+    def _time(self, plan: TimingPlan, profiled: int, warm_up: bool = False, size: bool = False,
+              batch: int | None = None) -> Timed:
+        """Timed calls, `batch` to a command (its own batch by default); with `size`, its batch is
+        sized first, after the warm-up."""
+        timer = Timer(self.worker, plan, self.rng, "reference timing", self._quiet, self.feeding(self.worker),
+                      batch=batch or self.batch, cap=self.batch_cap)
         if warm_up:
-            self._checked(timer.warm_up, "warm-up")
+            self._checked(lambda: timer.warm_up(size=size), "warm-up")
+            if size:
+                self.batch = timer.batch
         try:
             timed, failed = timer.run(profiled=profiled)
         except WorkerStopped as stopped:
@@ -214,23 +239,25 @@ class ReferenceRunner:
     def clock(self) -> str:
         return "cuda_event" if self.config.device == "cuda" else "perf_counter"
 
-    def recalibrate(self) -> Recalibration:
+    def recalibrate(self, batch: int) -> Recalibration:
         """The harness's per-call overhead and the reference's own time as measured right now,
-        with the machine's current load: a few reference calls timed the way a candidate's are."""
+        with the machine's current load: a few reference commands timed the way a candidate's
+        are, `batch` calls each (the candidate's: a command's overhead is shared by its calls)."""
         fewest, most = RECALIBRATION_CALLS
-        calls = max(fewest, min(most, int(RECALIBRATION_BUDGET_MS / max(self.timing.median_ms, 1e-3))))
+        commands = max(fewest, min(most, int(RECALIBRATION_BUDGET_MS / max(self.timing.median_ms * batch, 1e-3))))
         uncounted = self._warm_calls()
-        timed = self._time(TimingPlan.of(self.config).model_copy(update={"fixed": uncounted + calls}), profiled=0)
+        timed = self._time(TimingPlan.of(self.config).model_copy(update={"fixed": uncounted + commands}), profiled=0,
+                           batch=batch)
         # Only these: the reference's own timing ran when the lane was busier (the next worker
         # booting beside it), and an overhead taken then is larger than a candidate's now.
         return Recalibration(overhead_ms=timed.overhead_ms[uncounted:],
                              timing=timing_stats(timed.reported_ms[max(uncounted, UNTIMED_CALLS):], self.clock,
-                                                 timed.stopped))
+                                                 timed.stopped, timed.batch))
 
     def profiled_now(self, calls: int) -> Timed:
-        """`calls` profiled calls and as many plain ones, after a warm-up, made now: what the
-        profiler costs the reference on the machine as it is when a candidate's profiled calls
-        came out slow."""
+        """`calls` profiled commands and as many plain ones (of its own batch), after a warm-up,
+        made now: what the profiler costs the reference on the machine as it is when a
+        candidate's profiled calls came out slow."""
         return self._time(TimingPlan.of(self.config).model_copy(update={"fixed": calls}), profiled=calls, warm_up=True)
 
     def device_idle_within(self, wait_s: float) -> bool:
@@ -257,14 +284,14 @@ class ReferenceRunner:
         is). None on a GPU, where a worker makes its inputs on the device in microseconds."""
         return (lambda seed: self._feed(target, seed)) if self.config.device == "cpu" else None
 
-    def _feed(self, target: Worker, seed: int) -> list[TensorRef] | None:
-        reply = self._request(Command(op="inputs", seed=seed), "inputs")
+    def _feed(self, target: Worker, seeds: list[int]) -> list[TensorRef] | None:
+        reply = self._request(Command(op="inputs", seeds=seeds), "inputs")
         if reply.inputs is None:
             return None
         with self._held(reply.inputs, "inputs") as inputs:
             fed = target.feed(inputs, "timing")  # a worker that does not stop for it: its own failure
         if target is not self.worker:  # its own timed call would write over them
-            self._fed = (seed, reply.inputs)
+            self._fed = {seed: [ref.row(index) for ref in reply.inputs] for index, seed in enumerate(seeds)}
         return fed
 
     @contextlib.contextmanager
@@ -279,15 +306,22 @@ class ReferenceRunner:
             yield tensors
             del tensors  # no view may outlive the block: its memory is unmapped or reused then
 
-    def fed_inputs_left(self, target: Worker, seed: int, fed: list[TensorRef]) -> list[torch.Tensor] | None:
-        """Copies of the inputs fed to `target` for its last timed call (`seed`; `fed`, where they
-        are in its feed file) as its forward left them, if it changed any (None otherwise): byte
-        for byte against this worker's own, still in its commit buffer (it ran nothing since it
-        made them), read and copied in one window with `target` stopped."""
-        if self._fed is None or self._fed[0] != seed:
-            raise RuntimeError("the reference's last inputs are not the ones fed for this call")
-        with self._held(self._fed[1], "inputs") as made, target.fed_back(fed, "timing") as left:
-            return [t.clone() for t in left] if mutated_inputs(made, left) else None
+    def fed_inputs_left(self, target: Worker, calls: list[tuple[int, list[TensorRef]]]) -> list[list[torch.Tensor] | None]:
+        """Per call of `target`'s last timed command (its seed; where its inputs are in `target`'s
+        feed file), copies of those inputs as its forward left them if it changed any (None
+        otherwise): byte for byte against this worker's own, still in its commit buffer (it ran
+        nothing since it made them), all read and copied in one window with `target` stopped."""
+        if any(seed not in self._fed for seed, _ in calls):
+            raise RuntimeError("the reference's last inputs are not the ones fed for these calls")
+        mine = [ref for seed, _ in calls for ref in self._fed[seed]]
+        theirs = [ref for _, fed in calls for ref in fed]
+        with self._held(mine, "inputs") as made, target.fed_back(theirs, "timing") as left:
+            found, start = [], 0
+            for seed, fed in calls:
+                made_now, left_now = made[start:start + len(fed)], left[start:start + len(fed)]
+                start += len(fed)
+                found.append([t.clone() for t in left_now] if mutated_inputs(made_now, left_now) else None)
+            return found
 
     @contextlib.contextmanager
     def expected(self, seed: int, sizes: dict[str, int] | None = None,

@@ -54,8 +54,43 @@ SLACK_SPREADS = 4.0  # slack: this many median absolute deviations of the refere
 DISAGREE_FACTOR = 1.1  # a vouched median this far above the reported one (and by more than the slack) is flagged
 
 
-Feed = Callable[[int], "list[TensorRef] | None"]  # a seed's inputs, written into the timed worker: where they are
-Check = Callable[[int, Reply, "list[TensorRef] | None"], object]  # a chosen call's seed, reply and fed inputs: an objection or None
+# On a CPU run, calls shorter than this are timed several to a command, back to back, each on
+# inputs of its own (a batch): the parent's clock vouches for a command to within the slack (1 ms
+# at least), which a quicker call would fit inside whole (a 0.03 ms relu reporting 1 ns scored
+# 29,604x). A batch takes about this long by the parent's clock, so a forger gains at most a
+# twentieth. Its size is the timed worker's own (a slow candidate's batch is no longer than a quick
+# one's), found by the parent's clock, as large as memory and the protocol allow (`cap`).
+BATCH_MS = 20.0
+RAMP_FACTOR = 8  # sizing: batches of 1, 8, 64, ... calls until one takes half of BATCH_MS
+CHECKED_PER_BATCH = 8  # calls of a verified batch whose outputs are checked (all of them, in a smaller batch)
+# Calls of a profiled command, at most: a worker knows it is watched while it is (the profiler is
+# on), so a smaller batch tells it nothing new, and a path slow only when watched costs so many
+# calls, not a whole batch of them (a 0.1 s one once ran past the timeout in a batch of 1,024).
+PROFILED_BATCH = 8
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of a timed command, as the parent checks it: its seed, where its outputs are, and
+    where its inputs were fed (None: the worker made them from the seed)."""
+
+    seed: int
+    outputs: list[TensorRef]
+    fed: list[TensorRef] | None
+
+
+@dataclass(frozen=True)
+class ShortBatch:
+    """A batch of fewer calls than the cap that took less than half of BATCH_MS by the parent's
+    clock: the worker was slower while its batches were sized than now (why time it again)."""
+
+    calls: int
+    wall_ms: float
+
+
+# Seeds' inputs, written into the timed worker stacked (a row per seed): where they are.
+Feed = Callable[[list[int]], "list[TensorRef] | None"]
+Check = Callable[[list[Call]], object]  # a verified command's chosen calls: an objection or None
 
 
 class TimingPlan(BaseModel):
@@ -84,6 +119,12 @@ class Timed:
     profiled_wall_ms: list[float] = field(default_factory=list)  # the parent's clock around the profiled calls
     stopped: str = "max_trials"
     threads_alive: int = 0
+    batch: int = 1  # calls per timed command: each time above is per call, the command's over this
+
+    @property
+    def profiled_batch(self) -> int:
+        """Calls per profiled command."""
+        return min(self.batch, PROFILED_BATCH)
 
     @property
     def overhead_ms(self) -> list[float]:
@@ -105,7 +146,7 @@ def converged(samples: list[float]) -> bool:
     return median > 0 and (high - low) / 2 <= TARGET_HALF_WIDTH * median
 
 
-def timing_stats(samples_ms: list[float], clock: str, stopped: str | None = None) -> TimingStats:
+def timing_stats(samples_ms: list[float], clock: str, stopped: str | None = None, calls_per_sample: int = 1) -> TimingStats:
     ordered = sorted(samples_ms)
     if len(ordered) >= 2:
         q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
@@ -114,31 +155,56 @@ def timing_stats(samples_ms: list[float], clock: str, stopped: str | None = None
     low, high = median_interval(ordered)
     return TimingStats(median_ms=statistics.median(ordered), iqr_ms=q3 - q1, mean_ms=statistics.fmean(ordered),
                        min_ms=ordered[0], max_ms=ordered[-1], n=len(ordered), samples_ms=samples_ms, clock=clock,
-                       ci_low_ms=low, ci_high_ms=high, stopped=stopped)
+                       ci_low_ms=low, ci_high_ms=high, stopped=stopped, calls_per_sample=calls_per_sample)
 
 
 class Timer:
-    """Drives one worker's timing phase. `check(seed, reply, fed)` is asked about the calls chosen
-    for verification (`fed`: where the call's inputs were fed, or None; it returns a reason to
-    stop, or None, once it has copied or compared the call's outputs); nothing of the choice
-    reaches the worker before that."""
+    """Drives one worker's timing phase. `check(calls)` is asked about the calls chosen for
+    verification (it returns a reason to stop, or None, once it has copied or compared their
+    outputs); nothing of the choice reaches the worker before that."""
 
     def __init__(self, worker: Worker, plan: TimingPlan, rng: random.Random, phase: str = "timing",
-                 quiet: Callable[[], ContextManager] = contextlib.nullcontext, feed: Feed | None = None):
+                 quiet: Callable[[], ContextManager] = contextlib.nullcontext, feed: Feed | None = None,
+                 batch: int = 1, cap: int = 1, insist: bool = False):
         """`quiet()` is held around the timed calls (on a CPU run: the run's other workers frozen);
-        `feed(seed)` writes the inputs of a seed into the worker (None: it makes them itself)."""
+        `feed(seeds)` writes the inputs of seeds into the worker (None: it makes them itself);
+        `batch`: calls per timed command, at most `cap` (`warm_up` sizes it when `cap` allows more
+        than one); `insist`: a batch too short for the bound stops the timing (`ShortBatch`)."""
         self.worker, self.plan, self.rng, self.phase, self.quiet, self.feed = worker, plan, rng, phase, quiet, feed
+        self.batch, self.cap, self.insist = batch, cap, insist
 
     def seed(self) -> int:
         return self.rng.getrandbits(62)
 
-    def _fed(self, seed: int) -> list[TensorRef] | None:
-        return self.feed(seed) if self.feed is not None else None
+    def _fed(self, seeds: list[int]) -> list[TensorRef] | None:
+        return self.feed(seeds) if self.feed is not None else None
 
-    def warm_up(self) -> Reply:
+    def warm_up(self, size: bool = False) -> Reply:
+        """Untimed calls; with `size`, then the batch sized (`size_batch`). The failed reply, if one failed."""
         seeds = [self.seed() for _ in range(self.plan.warmup)]
-        return self.worker.request(Command(op="warmup", seeds=seeds, fed=self._fed(seeds[-1]) if seeds else None),
+        warm = self.worker.request(Command(op="warmup", seeds=seeds, fed=self._fed(seeds[-1:]) if seeds else None),
                                    self.phase)
+        if not warm.ok or not size or self.cap == 1:
+            return warm
+        return self.size_batch(warm.elapsed_ms)
+
+    def size_batch(self, warm_ms: float | None) -> Reply:
+        """Calls per timed command, so that one takes about BATCH_MS by the parent's clock: one,
+        when the worker's fastest warm-up call took that long (a worker that says so falsely is
+        caught out by its short batches later, `insist`); otherwise found with batches of growing
+        size, untimed, whose time only the parent's clock gives. The failed reply, if one failed."""
+        self.batch = 1
+        if warm_ms is not None and warm_ms >= BATCH_MS:
+            return Reply(ok=True)
+        calls = 1
+        while True:
+            reply, _, wall_ms = self._call(None, [self.seed() for _ in range(calls)], profile=False)
+            if not reply.ok:
+                return reply
+            if wall_ms >= BATCH_MS / 2 or calls >= self.cap:
+                self.batch = max(1, min(self.cap, math.ceil(calls * BATCH_MS / wall_ms)))
+                return reply
+            calls = min(self.cap, calls * RAMP_FACTOR)
 
     def run(self, check: Check | None = None, profiled: int = MIN_PROFILED) -> tuple[Timed, object]:
         """(what was measured, the first thing `check` objected to, or the failed reply, or None)."""
@@ -146,25 +212,34 @@ class Timer:
             return self._run(check, profiled)
 
     def _run(self, check, profiled: int) -> tuple[Timed, object]:
-        timed, began, calls = Timed(), time.monotonic(), 0
+        timed, began, commands = Timed(batch=self.batch), time.monotonic(), 0
         profile_at = self._profile_calls(profiled)
         while not self._done(timed, began, len(profile_at)):
-            seed = self.seed()
-            verify = check is not None and self.rng.random() < (VERIFY_EARLY if calls < EARLY_CALLS else VERIFY_LATE)
-            profiled = calls in profile_at
-            reply, fed = self._call(timed, seed, profile=profiled)
-            calls += 1
+            profiled = commands in profile_at
+            seeds = [self.seed() for _ in range(timed.profiled_batch if profiled else self.batch)]
+            verify = check is not None and self.rng.random() < (VERIFY_EARLY if commands < EARLY_CALLS else VERIFY_LATE)
+            reply, fed, wall_ms = self._call(timed, seeds, profile=profiled)
+            commands += 1
             if not reply.ok:
                 return timed, reply
             # The outputs are copied before the worker gets another command (its profile's included).
-            objection = check(seed, reply, fed) if verify else None
+            objection = check(self._chosen(seeds, reply, fed)) if verify else None
             if objection is not None:
                 return timed, objection
             if profiled and not (summary := self._profile(timed)).ok:
                 return timed, summary
             if verify and self.plan.device == "cuda" and not (settled := self._settle()).ok:
                 return timed, settled
+            if self.insist and not profiled and self.batch < self.cap and wall_ms < BATCH_MS / 2:
+                return timed, ShortBatch(self.batch, wall_ms)
         return timed, None
+
+    def _chosen(self, seeds: list[int], reply: Reply, fed: list[TensorRef] | None) -> list[Call]:
+        """The calls of a verified command whose outputs are checked, chosen now, in secret."""
+        calls = len(seeds)
+        return [Call(seeds[index], [ref.row(index) for ref in reply.outputs] if calls > 1 else reply.outputs,
+                     [ref.row(index) for ref in fed] if fed is not None else None)
+                for index in sorted(self.rng.sample(range(calls), min(calls, CHECKED_PER_BATCH)))]
 
     def _settle(self) -> Reply:
         """The worker takes the GPU back from the parent's copy of a checked output (see above)."""
@@ -175,7 +250,7 @@ class Timer:
         the failed reply, if one fails."""
         with self.quiet():
             for _ in range(count):
-                reply, _ = self._call(timed, self.seed(), profile=True)
+                reply, _, _ = self._call(timed, [self.seed() for _ in range(timed.profiled_batch)], profile=True)
                 if not reply.ok:
                     return reply
                 if not (summary := self._profile(timed)).ok:
@@ -187,26 +262,30 @@ class Timer:
         profiler's events is no call's cost (worker/child.py)."""
         summary = self.worker.request(Command(op="profile"), self.phase)
         if summary.ok:
-            timed.profiles.append(summary.profile)
+            timed.profiles.append(summary.profile.per_call(timed.profiled_batch))
         return summary
 
-    def _call(self, timed: Timed, seed: int, profile: bool) -> tuple[Reply, list[TensorRef] | None]:
-        """One timed call, recorded in `timed` if it succeeded, and where its inputs were fed (if
-        they were). Fed inputs go with no seed."""
-        fed = self._fed(seed)
-        command = Command(op="timed", seed=0 if fed is not None else seed, fed=fed, profile=profile)
+    def _call(self, timed: Timed | None, seeds: list[int],
+              profile: bool) -> tuple[Reply, list[TensorRef] | None, float]:
+        """One timed command, a call per seed: recorded per call in `timed` (None: not recorded)
+        if it succeeded; where its inputs were fed (if they were), and its time by the parent's
+        clock. Fed inputs go with no seeds."""
+        fed = self._fed(seeds)
+        command = Command(op="timed", seeds=[] if fed is not None else seeds, calls=len(seeds), fed=fed,
+                          profile=profile)
         sent = time.perf_counter()
         reply = self.worker.request(command, self.phase)
         wall_ms = (time.perf_counter() - sent) * 1000
-        if not reply.ok:
-            return reply, fed
+        if not reply.ok or timed is None:
+            return reply, fed, wall_ms
         timed.threads_alive = max(timed.threads_alive, reply.threads_alive)
+        calls = len(seeds)
         if profile:  # its profile is asked for next (`_profile`)
-            timed.profiled_wall_ms.append(wall_ms)
+            timed.profiled_wall_ms.append(wall_ms / calls)
         else:
-            timed.reported_ms.append(reply.elapsed_ms)
-            timed.wall_ms.append(wall_ms)
-        return reply, fed
+            timed.reported_ms.append(reply.elapsed_ms / calls)
+            timed.wall_ms.append(wall_ms / calls)
+        return reply, fed, wall_ms
 
     def _profile_calls(self, count: int) -> set[int]:
         """Which calls are profiled: `count` at random among the first calls every timing makes."""
@@ -245,7 +324,9 @@ def timing_bound(timed: Timed, reference_overhead_ms: list[float], device: str) 
     before, this model's, and the slack (the reference's spread, at least scheduling jitter)."""
     # Jitter seen on the reference's quick calls, and on this model's own calls (a busy machine): a
     # worker that adds jitter of its own to widen the slack pays at least as much in its median.
-    slack = max(MIN_SLACK_MS[device], SLACK_SPREADS * spread_of(reference_overhead_ms), spread_of(timed.wall_ms))
+    # The least slack is a timed command's, shared by the calls of a batch.
+    slack = max(MIN_SLACK_MS[device] / timed.batch, SLACK_SPREADS * spread_of(reference_overhead_ms),
+                spread_of(timed.wall_ms))
     return TimingBound(reference_overhead_ms=[round(x, 6) for x in reference_overhead_ms],
                        overhead_ms=[round(x, 6) for x in timed.overhead_ms], slack_ms=round(slack, 6))
 

@@ -95,7 +95,7 @@ def kernelbench_sample(r: Result, sample_id: int, device_name: str) -> dict:
                      "max_abs_err": r.max_abs_err, "hardware": device_name},
         "runtime": timing.mean_ms if timing else -1.0,
         "runtime_stats": {"mean": timing.mean_ms, "median": timing.median_ms, "min": timing.min_ms, "max": timing.max_ms,
-                          "num_trials": timing.n, "hardware": device_name} if timing else {},
+                          "num_trials": timing.calls, "hardware": device_name} if timing else {},
         "ref_runtime": r.speedup_reference_timing.mean_ms if r.speedup_reference_timing else -1.0,
     }
 

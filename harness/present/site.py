@@ -198,7 +198,7 @@ def timing_strip_svg(series: list[tuple[str, TimingStats | None, str]]) -> Marku
                          f'{q1:.4g}–{q3:.4g} ms</title></rect>')
         parts.append(f'<line x1="{x(stats.median_ms):.1f}" y1="{mid - row_h * 0.42:.1f}" x2="{x(stats.median_ms):.1f}" '
                      f'y2="{mid + row_h * 0.42:.1f}" stroke="{colour}" stroke-width="2.5"><title>{name}: median '
-                     f'{stats.median_ms:.4g} ms, {stats.n} calls</title></line>')
+                     f'{stats.median_ms:.4g} ms, {stats.describe_n()}</title></line>')
     parts.append("</svg>")
     return Markup("".join(parts))
 

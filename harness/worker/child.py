@@ -126,6 +126,12 @@ def cast_inputs(inputs: list, device: str, dtype: torch.dtype) -> list:
     return cast
 
 
+def alike(rows: list[list[torch.Tensor]]) -> bool:
+    """Whether lists of tensors agree position by position in shape and dtype (and in length)."""
+    first = [(t.shape, t.dtype) for t in rows[0]]
+    return all([(t.shape, t.dtype) for t in row] == first for row in rows[1:])
+
+
 def plain_outputs(output: object) -> list[torch.Tensor]:
     if type(output) is torch.Tensor:
         return [output]
@@ -148,9 +154,15 @@ def problem_sizes(problem: types.ModuleType, sizes: dict[str, int] | None):
             setattr(problem, name, value)
 
 
-def seed_everything(seed: int) -> None:
-    """The generators a problem's get_inputs() may use: torch's, Python's, and numpy's if loaded."""
-    torch.manual_seed(seed)
+def seed_everything(seed: int, device: str = "cuda") -> None:
+    """The generators a problem's get_inputs() may use: torch's, Python's, and numpy's if loaded.
+    On a CPU run torch's CPU generator only: torch.manual_seed seeds every device's too, 97 us on
+    the 2-core VM, more than a tiny problem's inputs take to make (and a CPU batch makes a
+    thousand sets of them)."""
+    if device == "cpu":
+        torch.default_generator.manual_seed(seed)
+    else:
+        torch.manual_seed(seed)
     random.seed(seed)
     numpy = sys.modules.get("numpy")
     if numpy is not None:
@@ -230,21 +242,29 @@ class Session:
 
     def inputs(self, seed: int, sizes: dict[str, int] | None = None) -> list:
         with problem_sizes(self.problem, sizes):
-            seed_everything(seed)
+            seed_everything(seed, self.job.device)
             return cast_inputs(self.problem_inputs(), self.job.device, self.dtype)
 
-    def feedable(self, seed: int) -> list[torch.Tensor] | None:
-        """The inputs of `seed` when they can be fed to another worker as they are: all of them
-        contiguous CPU tensors (else None, and timed calls make their own from the seed)."""
-        inputs = self.inputs(seed)
-        plain = all(isinstance(t, torch.Tensor) and not t.is_cuda and t.is_contiguous() for t in inputs)
-        return inputs if plain else None
+    def feedable(self, seeds: list[int]) -> list[torch.Tensor] | None:
+        """The inputs of `seeds` stacked (a row per seed), when they can be fed to another worker
+        as they are: all of them contiguous CPU tensors, alike from seed to seed (else None, and
+        timed calls make their own from the seeds)."""
+        sets = [self.inputs(seed) for seed in seeds]
+        plain = all(isinstance(t, torch.Tensor) and not t.is_cuda and t.is_contiguous() for inputs in sets for t in inputs)
+        if not plain or not alike(sets):
+            return None
+        return [torch.stack([inputs[position] for inputs in sets]) for position in range(len(sets[0]))]
+
+    def fed_rows(self, fed: list[TensorRef], calls: int) -> list[list[torch.Tensor]]:
+        """The fed inputs of `calls` calls, a list per call: rows of the stacked tensors in the feed file."""
+        stacked = self.feed.tensors(fed)
+        return [[tensor[index] for tensor in stacked] for index in range(calls)]
 
     def given_or_made(self, seed: int, fed: list[TensorRef] | None) -> list:
         """A call's inputs: the fed ones when the parent wrote them into the feed file, else made from the seed."""
         if fed is None or self.feed is None:
             return self.inputs(seed)
-        return self.feed.tensors(fed)
+        return self.fed_rows(fed, 1)[0]
 
     def problem_inputs(self) -> list:
         """get_inputs() with the run's device as the default: a problem that makes its tensors
@@ -278,20 +298,24 @@ class Session:
         self.held = outputs + tensors
         return outputs, tensors
 
-    def warm_up(self, seeds: list[int], fed: list[TensorRef] | None = None) -> None:
+    def warm_up(self, seeds: list[int], fed: list[TensorRef] | None = None) -> float | None:
         """Untimed calls (and torch.compile's compilation), each on its own inputs; the last one
         under the profiler, so that a profiled timed call pays no first-time profiler costs, and on
-        fed inputs if any (mapping the feed file is then no timed call's cost)."""
+        fed inputs if any (mapping the feed file is then no timed call's cost). Answers the
+        fastest call's time (None without calls), which sizes the timed commands on a CPU."""
         self.held = []
+        fastest = None
         for index, seed in enumerate(seeds):
             last = index == len(seeds) - 1
             inputs = self.given_or_made(seed, fed if last else None)
             call = lambda: self.forward(self.timed_model, inputs)  # noqa: E731
             if last:
-                self.profiled(call)
+                elapsed = self.profiled(call)
                 self.profile()  # reading the events has first-time costs too
             else:
-                call()
+                elapsed = time_call(call, self.flush)
+            fastest = elapsed if fastest is None else min(fastest, elapsed)
+        return fastest
 
     def profiled(self, call) -> float:
         """Time the call under the profiler; its events are read later (`profile`), after the
@@ -309,23 +333,33 @@ class Session:
         (elapsed, profiler), self.unsummarized = self.unsummarized, None
         return summarize_profile(profiler.function_events, elapsed)
 
-    def timed(self, command: Command) -> tuple[float, list[torch.Tensor]]:
-        """One timed call on inputs learned only now: fed, or made from a seed learned now. A
-        profiled one's profile is asked for next (`profile`)."""
+    def timed(self, command: Command) -> tuple[float, list[list[torch.Tensor]]]:
+        """`command.calls` calls timed back to back, each on inputs learned only now: fed, or made
+        from seeds learned now. Their outputs, a list per call, alike from call to call; a
+        profiled command's profile is asked for next (`profile`)."""
         self.held = []
-        inputs = self.given_or_made(command.seed, command.fed)
+        sets = self.timed_inputs(command)
         self.synchronize()
         holder: list = []
 
         def call() -> None:
             with torch.no_grad():
-                holder.append(self.timed_model(*inputs))
+                for inputs in sets:
+                    holder.append(self.timed_model(*inputs))
 
         elapsed = self.profiled(call) if command.profile else time_call(call, self.flush)
         self.synchronize()
-        outputs = plain_outputs(holder[0])
-        self.held = outputs
-        return elapsed, outputs
+        per_call = [plain_outputs(output) for output in holder]
+        if not alike(per_call):
+            raise NotPlainTensor("forward returned tensors of other shapes or dtypes from one call to the next")
+        self.held = [tensor for outputs in per_call for tensor in outputs]
+        return elapsed, per_call
+
+    def timed_inputs(self, command: Command) -> list[list]:
+        """A timed command's inputs, a list per call: rows of the fed ones, or made from its seeds."""
+        if command.fed is None or self.feed is None:
+            return [self.inputs(seed) for seed in command.seeds]
+        return self.fed_rows(command.fed, command.calls)
 
     def settle(self) -> float | None:
         """Make this process's GPU context the running one again (tiny kernels), after the
@@ -425,11 +459,10 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
                                threads_alive=threads_alive()))
     elif command.op == "inputs":
         session.held = []
-        inputs = session.feedable(command.seed)
+        inputs = session.feedable(command.seeds)
         send_model(conn, Reply(ok=True, inputs=None if inputs is None else describe(inputs, session.buffer)))
     elif command.op == "warmup":
-        session.warm_up(command.seeds, command.fed)
-        send_model(conn, Reply(ok=True))
+        send_model(conn, Reply(ok=True, elapsed_ms=session.warm_up(command.seeds, command.fed)))
     elif command.op == "settle":
         send_model(conn, Reply(ok=True, elapsed_ms=session.settle()))
     elif command.op == "profile":
@@ -439,14 +472,14 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
         session.release()  # another algorithm's workspace is not kept beside this one's
         send_model(conn, Reply(ok=True))
     elif command.op == "timed":
-        elapsed, outputs = session.timed(command)
-        send_model(conn, Reply(ok=True, elapsed_ms=elapsed, outputs=describe(outputs, session.buffer),
-                               threads_alive=threads_alive()))
+        elapsed, per_call = session.timed(command)
+        outputs = describe(per_call[0], session.buffer) if len(per_call) == 1 else session.buffer.write_stacked(per_call)
+        send_model(conn, Reply(ok=True, elapsed_ms=elapsed, outputs=outputs, threads_alive=threads_alive()))
         if session.job.device != "cuda":
             # In the commit buffer now: freed after the reply rather than inside the next timed
             # call, as the reference's are (its next command makes inputs), so the per-call
             # overhead the bound subtracts is the same for both (a 256 MB free took 13 to 50 ms).
-            session.held = outputs = []
+            session.held = per_call = []
     else:
         send_model(conn, Reply(ok=True, floor=session.hardware_floor(command.seed)))
 

@@ -12,7 +12,9 @@ stopped, so that the inputs' making is no part of the call the parent's clock ti
 
 A worker's life: `job` (load the model; a warm worker waits for it already confined, torch
 imported), then any number of `trial`, `inputs`, `warmup`, `timed` and `floor` commands, then
-`exit`.
+`exit`. On a CPU run a timed command may time several calls back to back, each on inputs of its
+own (judge/timer.py says why): their inputs and outputs travel stacked, a row per call, so that
+a batch costs the same few messages' worth of descriptions whatever its size.
 """
 
 from __future__ import annotations
@@ -89,6 +91,13 @@ class TensorRef(BaseModel):
             raise ValueError("a tensor needs one stride per size")
         return self
 
+    def row(self, index: int) -> TensorRef:
+        """The `index`th row of a stacked tensor (a batch's, one row per call), as a tensor whose
+        storage starts where the row does: reading it reads that row only."""
+        element = ALLOWED_DTYPES[self.dtype].itemsize if self.dtype in ALLOWED_DTYPES else 1
+        return self.model_copy(update={"shape": self.shape[1:], "stride": self.stride[1:], "storage_offset": 0,
+                                       "offset": self.offset + (self.storage_offset + index * self.stride[0]) * element})
+
     @property
     def span_bytes(self) -> int:
         """Bytes from the storage's start to the tensor's last element, inclusive."""
@@ -103,9 +112,13 @@ class Command(BaseModel):
     op: Literal["boot", "job", "trial", "inputs", "warmup", "timed", "profile", "settle", "floor", "math", "exit"]
     job: WorkerJob | None = None  # job: what to load
     # boot (before the job, no reply): import what loading a reference needs while booting
-    seed: int = 0  # trial, inputs, timed, floor: the inputs are the problem's get_inputs() after this seed
-    fed: list[TensorRef] | None = None  # timed, warmup's last call (CPU): the inputs, in the worker's feed file
-    seeds: list[int] = []  # warmup: one untimed call per seed
+    seed: int = 0  # trial, floor: the inputs are the problem's get_inputs() after this seed
+    # timed, warmup's last call (CPU): the inputs, in the worker's feed file, each stacked: a row per call
+    fed: list[TensorRef] | None = None
+    seeds: list[int] = []  # warmup: one untimed call per seed; inputs: one set of inputs per seed; timed: see `calls`
+    # timed: forward calls timed back to back, each on its own inputs (from `seeds` when none are
+    # fed); fed inputs, and the outputs of more than one call, are stacked (one row per call)
+    calls: int = Field(1, ge=1)
     sizes: dict[str, int] | None = None  # trial: other values for the problem's input-size constants
     profile: bool = False  # timed: run this call under the profiler (its profile is asked for next: `profile`)
     default_math: bool = False  # math (reference only): PyTorch's default math flags instead of strict fp32
@@ -158,6 +171,15 @@ class Profile(BaseModel):
     kernels: list[KernelTime] = []
     elapsed_ms: Millis = 0.0
 
+    def per_call(self, calls: int) -> Profile:
+        """The profile of `calls` calls timed back to back, as one call's: its times shared out."""
+        if calls == 1:
+            return self
+        return self.model_copy(update={
+            "top_op_ms": {op: ms / calls for op, ms in self.top_op_ms.items()},
+            "kernels": [k.model_copy(update={"device_ms": k.device_ms / calls}) for k in self.kernels],
+            "elapsed_ms": self.elapsed_ms / calls})
+
 
 class HardwareFloor(BaseModel):
     """The least time any kernel needs for the reference's work on this GPU (reference only)."""
@@ -183,7 +205,9 @@ class Reply(BaseModel):
     # trial: the inputs after forward, to catch mutation; inputs: the inputs of its seed (None: not
     # only contiguous CPU tensors, so they cannot be fed)
     inputs: list[TensorRef] | None = Field(default=None, max_length=MAX_TENSORS)
-    elapsed_ms: CallMillis | None = None  # timed: the worker's own clock around forward; settle: see Command
+    # timed: the worker's own clock around its forward calls (all of them); warmup: its fastest
+    # call; settle: see Command
+    elapsed_ms: CallMillis | None = None
     profile: Profile | None = None  # profile: what the last profiled timed call ran
     floor: HardwareFloor | None = None
     threads_alive: int = 0  # Python threads besides the main one after the command
@@ -196,7 +220,13 @@ REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs"), "inputs": (), "war
 
 
 def fits(command: Command, reply: Reply) -> bool:
-    return not reply.ok or all(getattr(reply, field) is not None for field in REQUIRED_FIELDS[command.op])
+    """Whether a reply carries what its command asks for: the outputs of a timed command of
+    several calls stacked, a row per call."""
+    if not reply.ok:
+        return True
+    if not all(getattr(reply, field) is not None for field in REQUIRED_FIELDS[command.op]):
+        return False
+    return command.op != "timed" or command.calls == 1 or all(ref.shape[:1] == [command.calls] for ref in reply.outputs)
 
 
 def says_why(reply: Reply) -> bool:
@@ -265,11 +295,38 @@ class CommitBuffer(MappedFile):
             offset += aligned(tensor.nbytes)
         return refs
 
+    def write_stacked(self, rows: list[list[torch.Tensor]]) -> list[TensorRef]:
+        """Rows alike (the same shapes and dtypes, position by position), each position's tensors
+        one after another: a [rows, *shape] tensor per position, whatever the number of rows."""
+        first = rows[0]
+        sizes = [aligned(t.nbytes * len(rows)) for t in first]
+        mapped = self.mapping(sum(sizes)) if sum(sizes) else None
+        refs, offset = [], 0
+        for position, (tensor, size) in enumerate(zip(first, sizes)):
+            each = tensor.nbytes
+            for index, row in enumerate(rows):
+                if each:
+                    mapped[offset + index * each:offset + (index + 1) * each] = _as_bytes(row[position].detach().contiguous())
+            refs.append(TensorRef(dtype=str(tensor.dtype).removeprefix("torch."), shape=[len(rows), *tensor.shape],
+                                  stride=contiguous_strides([len(rows), *tensor.shape]), storage_offset=0, device="cpu",
+                                  offset=offset))
+            offset += size
+        return refs
+
 
 class FeedFile(MappedFile):
     """Worker side (CPU runs): the memory file the parent writes a timed call's inputs into, viewed
     in place (`tensors`). The parent rewrites the same pages for each call, so no timed call
     faults its inputs in."""
+
+
+def contiguous_strides(shape: list[int]) -> list[int]:
+    """Row-major strides, in elements, as torch gives a contiguous tensor of `shape`."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return strides[::-1]
 
 
 def aligned(size: int) -> int:

@@ -25,6 +25,8 @@ EXPECTED = {
     "tiny_relu/patched_clock.py": ("ok", None),
     "tiny_relu/honest_twin.py": ("ok", None),
     "tiny_relu/forged_timing.py": ("ok", "timing_disagrees"),
+    "tiny_relu/forged_quick.py": ("ok", "timing_disagrees"),  # a call quicker than the bound's slack, timed in batches
+    "tiny_relu/quick_twin.py": ("ok", None),
     "tiny_relu/forged_channel.py": ("crash", None),
     "tiny_relu/silent_failure.py": ("crash", None),  # a bare {"ok": false}: a broken message, not a harness error
     "tiny_relu/zero_time.py": ("crash", None),  # a time of 0 ms: a broken message, not a zero median
@@ -45,9 +47,9 @@ EXPECTED = {
 }
 
 
-def run(tmp_path, *extra):
+def run(candidates, tmp_path, *extra):
     out = tmp_path / "out"
-    assert main(["eval", str(DATA / "integrity"), "--problems", str(DATA / "problems"), "--out", str(out),
+    assert main(["eval", str(candidates), "--problems", str(DATA / "problems"), "--out", str(out),
                  "--device", "cpu", "--timeout", "30", "--db", str(tmp_path / "h.db"),
                  "--build-dir", str(tmp_path / "build"), *extra]) == 0
     return {r["candidate"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
@@ -55,7 +57,7 @@ def run(tmp_path, *extra):
 
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory):
-    return run(tmp_path_factory.mktemp("integrity"))
+    return run(DATA / "integrity", tmp_path_factory.mktemp("integrity"))
 
 
 def test_every_trick_is_caught(judged):
@@ -95,13 +97,23 @@ def test_patched_clocks_and_background_load_do_not_change_the_numbers(judged):
 
 def test_forged_timings_gain_nothing(judged):
     forged = judged["tiny_relu/forged_timing.py"]
-    assert forged["timing"]["median_ms"] == 0.001  # what it claimed, kept as evidence
+    timing = forged["timing"]
+    assert timing["median_ms"] * timing["calls_per_sample"] == pytest.approx(0.001)  # what it claimed, kept as evidence
     assert forged["speedup"] < 0.5  # what the harness's clock vouches for: a 5 ms call is slow
+
+
+def test_a_forged_time_on_calls_quicker_than_the_slack_gains_nothing(judged):
+    """A relu done honestly in microseconds, reported as 1 ns: more than the whole call fits in
+    the slack of the parent's clock, so such calls are timed many to a command (29,604x before)."""
+    forged, twin = judged["tiny_relu/forged_quick.py"], judged["tiny_relu/quick_twin.py"]
+    assert forged["timing"]["calls_per_sample"] > 100 and twin["timing"]["calls_per_sample"] > 100
+    assert 0.6 < timed_ms(forged) / timed_ms(twin) < 1.6  # its honest speed, within the machine's noise
 
 
 def test_honest_candidates_carry_no_flags(judged):
     """No flag but the one that says what they are: Python composing PyTorch operators."""
-    for name in ("tiny_relu/honest_twin.py", "tiny_relu/glue_ops.py", "tiny_mse/honest_mse.py", "tiny_relu/roll_cache.py",
+    for name in ("tiny_relu/honest_twin.py", "tiny_relu/quick_twin.py", "tiny_relu/glue_ops.py", "tiny_mse/honest_mse.py",
+                 "tiny_relu/roll_cache.py",
                  "tiny_relu/busy_once.py"):
         assert judged[name]["flags"] == ["no_custom_kernel"], (name, judged[name]["flags"], judged[name]["evidence"])
 
@@ -140,8 +152,10 @@ def test_every_timing_says_how_many_calls_and_why_it_stopped(judged):
 
 
 def test_strict_shapes_turns_the_flag_into_a_mismatch(tmp_path):
-    results = run(tmp_path, "--strict-shapes")
-    specialised = results["tiny_relu/shape_specialized.py"]
+    folder = tmp_path / "c" / "tiny_relu"  # that candidate alone
+    folder.mkdir(parents=True)
+    (folder / "shape_specialized.py").write_text((DATA / "integrity" / "tiny_relu" / "shape_specialized.py").read_text())
+    specialised = run(tmp_path / "c", tmp_path, "--strict-shapes")["tiny_relu/shape_specialized.py"]
     assert specialised["status"] == "mismatch" and "benchmark's shape only" in specialised["error"]
 
 

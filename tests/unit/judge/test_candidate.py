@@ -23,20 +23,23 @@ class Stop(Exception):
 class Recording:
     """Stands in for a worker or the reference runner, noting in `events` what it was asked."""
 
-    def __init__(self, name: str, events: list, idle: list[bool] | None = None):
-        """`idle`: the reference's answers to idle checks, in order."""
+    def __init__(self, name: str, events: list, idle: list[bool] | None = None, warm_ms: float | None = None):
+        """`idle`: the reference's answers to idle checks, in order; `warm_ms`: its fastest warm-up call."""
         self.name, self.events, self.pid = name, events, 1
         self.budget_left = 0  # the reference's memory budget for checked outputs
         self.idle = idle or []
+        self.warm_ms = warm_ms
+        self.batch, self.batch_cap = 1, 1  # the reference's own batch, and the most a command may make
 
     def request(self, command, phase):
         self.events.append((self.name, command.op))
         if command.op == "timed":
             raise Stop
-        return Reply(ok=True)
+        return Reply(ok=True, elapsed_ms=self.warm_ms if command.op == "warmup" else None)
 
-    def recalibrate(self):
-        self.events.append((self.name, "recalibrate"))
+    def recalibrate(self, batch):
+        self.events.append((self.name, f"recalibrate at {batch}"))
+        return f"recalibrated at {batch}"
 
     def profiled_now(self, calls):
         self.events.append((self.name, f"{calls} profiled calls"))
@@ -55,7 +58,7 @@ class Recording:
     output_bytes = 0  # no outputs seen: no room made for checked ones
 
     def feeding(self, target):
-        def feed(seed):
+        def feed(seeds):
             self.events.append((self.name, "inputs"))
             return []
         return feed
@@ -79,8 +82,23 @@ def test_the_candidate_warms_up_right_before_its_first_timed_call():
     run, worker = timing_phase("cpu", events)
     with pytest.raises(Stop):
         run._time(worker, None)
-    assert events == [("candidate", "stopped"), ("reference", "recalibrate"), ("candidate", "resumed"),
+    assert events == [("candidate", "stopped"), ("reference", "recalibrate at 1"), ("candidate", "resumed"),
                       ("reference", "inputs"), ("candidate", "warmup"), ("reference", "inputs"), ("candidate", "timed")]
+
+
+def test_where_calls_are_batched_the_reference_is_recalibrated_at_the_candidates_batch():
+    """A command's overhead is shared by its calls: where the reference's calls are timed many to
+    a command, the candidate's batch is sized first (after its warm-up; here one call: its call is
+    long), and the reference recalibrated at that batch before the candidate's timing."""
+    events: list = []
+    run, worker = timing_phase("cpu", events)
+    run.reference.batch, run.reference.batch_cap = 64, 256
+    worker.warm_ms = 50.0
+    with pytest.raises(Stop):
+        run._time(worker, None)
+    assert events == [("reference", "inputs"), ("candidate", "warmup"),
+                      ("candidate", "stopped"), ("reference", "recalibrate at 1"), ("candidate", "resumed"),
+                      ("reference", "inputs"), ("candidate", "timed")]
 
 
 def test_on_a_gpu_the_reference_recalibrates_with_the_candidate_stopped_and_the_device_idle_around_it():
@@ -91,7 +109,7 @@ def test_on_a_gpu_the_reference_recalibrates_with_the_candidate_stopped_and_the_
     with pytest.raises(Stop):
         run._time(worker, None)
     wait = f"idle within {candidate_module.IDLE_WAIT_S:g} s"
-    assert events[:5] == [("candidate", "stopped"), ("reference", wait), ("reference", "recalibrate"),
+    assert events[:5] == [("candidate", "stopped"), ("reference", wait), ("reference", "recalibrate at 1"),
                           ("reference", "idle within 0 s"), ("candidate", "resumed")]
     assert ("candidate", "warmup") in events[5:] and events[-1] == ("candidate", "timed")
 
@@ -167,7 +185,7 @@ def test_gpu_work_that_outlasts_the_wait_while_only_the_run_holds_the_gpu_reject
     verdict = run._time(worker, None)
     assert isinstance(verdict, Verdict) and verdict.status is Status.rejected
     assert verdict.flags == [Flag.busy_while_stopped] and "over 0.1 s" in verdict.error
-    assert ("reference", "recalibrate") not in events and events[-1] == ("candidate", "resumed")
+    assert ("reference", "recalibrate at 1") not in events and events[-1] == ("candidate", "resumed")
 
 
 def test_gpu_work_is_not_blamed_on_the_candidate_where_others_hold_the_gpu_or_no_one_can_tell(holders):
@@ -193,7 +211,7 @@ def test_a_gpu_busy_after_the_recalibration_makes_it_count_again_and_never_blame
             verdict = run._time(worker, None)
         except Stop:
             verdict = None
-        assert events.count(("reference", "recalibrate")) == 2
+        assert events.count(("reference", "recalibrate at 1")) == 2
         assert (verdict.status if verdict else None) is status
 
 

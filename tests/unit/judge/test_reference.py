@@ -26,7 +26,7 @@ def recalibrating(median_ms: float, overheads: list[float], device: str = "cuda"
                                 n=1, samples_ms=[median_ms], clock="perf_counter")
     plans = []
 
-    def time(plan, profiled):
+    def time(plan, profiled, batch=None):
         plans.append(plan)
         calls = overheads[:plan.fixed]
         return Timed(reported_ms=[median_ms] * len(calls), wall_ms=[median_ms + o for o in calls])
@@ -37,18 +37,18 @@ def recalibrating(median_ms: float, overheads: list[float], device: str = "cuda"
 
 def test_on_a_gpu_the_first_recalibration_call_is_not_counted():
     runner, plans = recalibrating(100.0, [3.0, 1.0, 1.1, 0.9, 1.0, 5.0])
-    assert runner.recalibrate().overhead_ms == pytest.approx([1.0, 1.1, 0.9, 1.0])
+    assert runner.recalibrate(1).overhead_ms == pytest.approx([1.0, 1.1, 0.9, 1.0])
     assert plans[0].fixed == 1 + reference.RECALIBRATION_CALLS[0]
     runner, plans = recalibrating(100.0, [3.0, 1.0, 1.1, 0.9, 1.0, 5.0], device="cpu")
-    assert runner.recalibrate().overhead_ms == pytest.approx([3.0, 1.0, 1.1, 0.9])
+    assert runner.recalibrate(1).overhead_ms == pytest.approx([3.0, 1.0, 1.1, 0.9])
 
 
 def test_a_quick_reference_gets_more_recalibration_calls():
     fewest, most = reference.RECALIBRATION_CALLS
     runner, plans = recalibrating(0.2, [1.0] * 50)
-    assert len(runner.recalibrate().overhead_ms) == most
+    assert len(runner.recalibrate(1).overhead_ms) == most
     runner, plans = recalibrating(reference.RECALIBRATION_BUDGET_MS / (fewest + 2), [1.0] * 50)
-    assert len(runner.recalibrate().overhead_ms) == fewest + 2
+    assert len(runner.recalibrate(1).overhead_ms) == fewest + 2
 
 
 def test_on_a_gpu_a_quick_reference_warms_the_device_up_before_its_counted_calls():
@@ -57,22 +57,30 @@ def test_on_a_gpu_a_quick_reference_warms_the_device_up_before_its_counted_calls
     fewest, most = reference.WARM_CALLS
     warm = [9.0] * most
     runner, plans = recalibrating(0.2, warm + [1.0] * 30)
-    assert runner.recalibrate().overhead_ms == [1.0] * reference.RECALIBRATION_CALLS[1]
+    assert runner.recalibrate(1).overhead_ms == [1.0] * reference.RECALIBRATION_CALLS[1]
     assert plans[0].fixed == most + reference.RECALIBRATION_CALLS[1]
     runner, plans = recalibrating(4.0, [9.0] * 5 + [1.0] * 10)
-    assert runner.recalibrate().overhead_ms == [1.0] * 5  # 20 ms of warm-up: five calls
+    assert runner.recalibrate(1).overhead_ms == [1.0] * 5  # 20 ms of warm-up: five calls
     runner, plans = recalibrating(0.2, [1.0] * 50, device="cpu")
-    runner.recalibrate()
+    runner.recalibrate(1)
     assert plans[0].fixed == reference.RECALIBRATION_CALLS[1]
 
 
 def test_the_recalibration_times_the_reference_on_its_counted_calls():
     runner, _ = recalibrating(20.0, [3.0, 1.0, 1.1, 0.9, 1.0, 5.0])
-    recalibration = runner.recalibrate()
+    recalibration = runner.recalibrate(1)
     assert recalibration.timing.median_ms == 20.0 and recalibration.timing.n == len(recalibration.overhead_ms)
     runner, _ = recalibrating(2.0, [3.0, 1.0, 1.1, 0.9, 1.0, 5.0], device="cpu")
-    recalibration = runner.recalibrate()  # the first call's overhead counts, its time does not
+    recalibration = runner.recalibrate(1)  # the first call's overhead counts, its time does not
     assert recalibration.timing.n == len(recalibration.overhead_ms) - 1
+
+
+def test_a_batched_recalibration_makes_as_many_commands_as_fit_the_budget_at_that_batch():
+    """Its commands, not its calls, are what the budget counts: a 0.2 ms reference timed 100 calls
+    to a command (20 ms each) makes the fewest."""
+    runner, plans = recalibrating(0.2, [1.0] * 50, device="cpu")
+    runner.recalibrate(100)
+    assert plans[0].fixed == reference.RECALIBRATION_CALLS[0]
 
 
 def times(*samples_ms: float):
@@ -106,12 +114,13 @@ def started(*timings: list[float]):
     runner.load = lambda: None
     asked = []
 
-    def time(plan, profiled, warm_up=False):
+    def time(plan, profiled, warm_up=False, size=False):
         samples = timings[len(asked)]
         asked.append(profiled)
         return Timed(reported_ms=list(samples), wall_ms=[s + 1.0 for s in samples], stopped="time_budget")
 
     runner._time = time
+    runner._batch_cap = lambda: 1
     runner.start()
     return runner, asked
 
@@ -179,3 +188,30 @@ def test_a_degenerate_problem_is_judged_once_every_correctness_seed_was_seen_onc
     assert tiny_reference.budget_left == budget
     tiny_reference.watch_degenerate(4, [torch.randn(64, 256)])  # judged already
     assert len(tiny_reference.degenerate([1, 2, 3])) == 2
+
+
+def test_a_cpu_batch_is_capped_by_the_bytes_a_command_may_carry(tiny_reference):
+    """tiny_relu: 64 KB of input and 64 KB of output a call."""
+    per_call = 2 * 64 * 256 * 4
+    assert tiny_reference._batch_cap() == min(reference.MAX_BATCH_CALLS, reference.BATCH_BYTES // per_call)
+    assert tiny_reference.output_bytes == per_call // 2
+
+
+def test_inputs_fed_for_a_batch_are_read_back_per_call_and_only_changed_ones_copied(tiny_reference):
+    """The candidate's forward wrote into the second call's inputs only: that call's come back,
+    as its forward left them; the others' are None."""
+    import os
+
+    from harness.worker.parent import Placement, Worker
+
+    target = Worker(Placement(), role="candidate", device="cpu", timeout_s=60, key_dir=tiny_reference.worker.key_dir)
+    try:
+        seeds = [11, 12, 13]
+        [fed] = tiny_reference.feeding(target)(seeds)  # stacked: a row per call
+        assert fed.shape == [3, 64, 256]
+        with target.fed_back([fed.row(1)], "test") as views:  # stands in for a forward writing into call 2's
+            views[0].fill_(7.0)
+        left = tiny_reference.fed_inputs_left(target, [(seed, [fed.row(index)]) for index, seed in enumerate(seeds)])
+        assert left[0] is None and left[2] is None and torch.equal(left[1][0], torch.full((64, 256), 7.0))
+    finally:
+        target.close()

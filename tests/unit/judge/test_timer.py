@@ -5,8 +5,8 @@ import random
 import statistics
 import time
 
-from harness.judge.timer import (Timed, TimingPlan, Timer, converged, median_interval, timing_bound, timing_stats,
-                                 vouched_median)
+from harness.judge.timer import (BATCH_MS, CHECKED_PER_BATCH, PROFILED_BATCH, ShortBatch, Timed, TimingPlan, Timer, converged,
+                                 median_interval, timing_bound, timing_stats, vouched_median)
 from harness.records import TimingBound
 from harness.worker.protocol import Profile, Reply, TensorRef
 
@@ -28,13 +28,21 @@ def test_the_interval_narrows_with_more_samples_and_decides_convergence():
     assert converged(many) and not converged([1.0, 2.0, 3.0, 4.0, 5.0])
 
 
-class FakeWorker:
-    """Replies to `timed` with a fixed time; remembers the commands, and which it was asked for
-    the profile of (`summarized`: the count of timed commands when each profile was asked for),
-    answering those after `summary_s`."""
+def ref(*shape: int) -> TensorRef:
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    return TensorRef(dtype="float32", shape=list(shape), stride=strides, storage_offset=0, device="cpu")
 
-    def __init__(self, elapsed_ms=1.0, summary_s=0.0):
-        self.commands, self.elapsed_ms, self.summary_s = [], elapsed_ms, summary_s
+
+class FakeWorker:
+    """Replies to `timed` with a fixed time per call, taking `call_s` per call by the parent's
+    clock, and its outputs stacked (a row of two floats per call); remembers the
+    commands, and which it was asked for the profile of (`summarized`: the count of timed commands
+    when each profile was asked for), answering those after `summary_s`."""
+
+    def __init__(self, elapsed_ms=1.0, summary_s=0.0, call_s=0.0):
+        self.commands, self.elapsed_ms, self.summary_s, self.call_s = [], elapsed_ms, summary_s, call_s
         self.summarized: list[int] = []
         self.ops: list[str] = []  # every command's op, in order, with the parent's checks ("check")
 
@@ -43,9 +51,11 @@ class FakeWorker:
         if command.op == "profile":
             self.summarized.append(len(self.commands))
             time.sleep(self.summary_s)
-            return Reply(ok=True, profile=Profile(ops=["aten::relu"]))
+            return Reply(ok=True, profile=Profile(ops=["aten::relu"], elapsed_ms=self.elapsed_ms * self.commands[-1].calls))
         self.commands.append(command)
-        return Reply(ok=True, elapsed_ms=self.elapsed_ms, outputs=[])
+        time.sleep(self.call_s * command.calls)
+        outputs = [ref(command.calls, 2)] if command.calls > 1 else [ref(2)]
+        return Reply(ok=True, elapsed_ms=self.elapsed_ms * command.calls, outputs=outputs)
 
 
 def plan(**change):
@@ -63,7 +73,7 @@ def test_fixed_counts_and_adaptive_limits():
 def test_every_call_gets_its_own_seed_and_some_are_profiled():
     worker = FakeWorker()
     timed, _ = Timer(worker, plan(fixed=20), random.Random(2)).run(profiled=2)
-    seeds = [c.seed for c in worker.commands]
+    seeds = [seed for c in worker.commands for seed in c.seeds]
     assert len(set(seeds)) == len(seeds) == 22
     assert sum(c.profile for c in worker.commands) == 2 and len(timed.profiles) == 2
 
@@ -85,7 +95,7 @@ def test_a_checked_calls_outputs_are_copied_before_the_worker_gets_another_comma
     checked_and_profiled = 0
     for seed in range(10):
         worker = FakeWorker()
-        Timer(worker, plan(fixed=20), random.Random(seed)).run(check=lambda s, reply, fed: worker.ops.append("check"),
+        Timer(worker, plan(fixed=20), random.Random(seed)).run(check=lambda calls: worker.ops.append("check"),
                                                                profiled=2)
         pairs = list(zip(worker.ops, worker.ops[1:]))
         assert ("profile", "check") not in pairs
@@ -97,18 +107,19 @@ def test_fed_calls_are_told_where_their_inputs_are_and_no_seed():
     """A fed worker (CPU runs) learns nothing it could make the inputs from; each call's inputs
     are written just before it, for the seed the parent checks the call against."""
     worker, fed_seeds, checked = FakeWorker(), [], []
-    where = [TensorRef(dtype="float32", shape=[2], stride=[1], storage_offset=0, device="cpu")]
+    where = [ref(1, 2)]  # stacked: a row per call
 
-    def feed(seed):
-        fed_seeds.append(seed)
+    def feed(seeds):
+        fed_seeds.extend(seeds)
         return where
 
     timer = Timer(worker, plan(fixed=6, warmup=2), random.Random(3), feed=feed)
     timer.warm_up()
-    timer.run(check=lambda seed, reply, fed: checked.append(seed), profiled=1)
+    timer.run(check=lambda calls: checked.extend((c.seed, c.fed) for c in calls), profiled=1)
     timed_calls = [c for c in worker.commands if c.op == "timed"]
-    assert all(c.fed == where and c.seed == 0 for c in timed_calls) and worker.commands[0].fed == where
-    assert len(fed_seeds) == 1 + len(timed_calls) and set(checked) <= set(fed_seeds[1:]) and checked
+    assert all(c.fed == where and c.seeds == [] for c in timed_calls) and worker.commands[0].fed == where
+    assert len(fed_seeds) == 1 + len(timed_calls) and {s for s, _ in checked} <= set(fed_seeds[1:]) and checked
+    assert all(fed == [where[0].row(0)] for _, fed in checked)
 
 
 def test_the_profiled_calls_are_made_even_when_timing_could_stop_before_them():
@@ -125,12 +136,12 @@ def test_a_second_look_adds_profiled_calls_only():
     assert timer.profile_more(timed, 6) is None
     assert len(timed.profiles) == len(timed.profiled_wall_ms) == 8 and len(timed.reported_ms) == 5
     assert all(command.profile for command in worker.commands[-6:])
-    assert len({command.seed for command in worker.commands}) == 13  # fresh inputs for each
+    assert len({seed for command in worker.commands for seed in command.seeds}) == 13  # fresh inputs for each
 
 
 def test_the_checked_calls_are_chosen_by_the_parent_after_each_reply():
     checked = []
-    Timer(FakeWorker(), plan(fixed=40), random.Random(3)).run(check=lambda seed, reply, fed: checked.append(seed))
+    Timer(FakeWorker(), plan(fixed=40), random.Random(3)).run(check=lambda calls: checked.extend(c.seed for c in calls))
     assert 8 <= len(checked) <= 32  # about half of the first twenty, a fifth after
 
 
@@ -138,18 +149,18 @@ def test_each_checked_call_and_only_those_is_followed_by_a_settle_before_the_nex
     """The parent's copy of a checked output runs in its own CUDA context; the worker takes the
     GPU back outside any timed call, so the overhead the bound holds it to is the reference's."""
     worker, checked = FakeWorker(), []
-    Timer(worker, plan(fixed=40, device="cuda"), random.Random(3)).run(check=lambda seed, reply, fed: checked.append(seed),
-                                                                       profiled=0)
+    Timer(worker, plan(fixed=40, device="cuda"), random.Random(3)).run(
+        check=lambda calls: checked.extend(c.seed for c in calls), profiled=0)
     ops = [c.op for c in worker.commands]
-    timed_seeds = [c.seed for c in worker.commands if c.op == "timed"]
+    timed_seeds = [c.seeds[0] for c in worker.commands if c.op == "timed"]
     assert ops.count("settle") == len(checked) > 0 and ops[0] == "timed"
     for index, op in enumerate(ops):
         if op == "settle":  # right after the call it checked
-            assert ops[index - 1] == "timed" and worker.commands[index - 1].seed in checked
-    unchecked_then_timed = [a.seed for a, b in zip(worker.commands, worker.commands[1:]) if a.op == b.op == "timed"]
+            assert ops[index - 1] == "timed" and worker.commands[index - 1].seeds[0] in checked
+    unchecked_then_timed = [a.seeds[0] for a, b in zip(worker.commands, worker.commands[1:]) if a.op == b.op == "timed"]
     assert not set(unchecked_then_timed) & set(checked) and len(timed_seeds) == 40
     on_cpu = FakeWorker()  # no CUDA contexts to switch between: nothing to settle
-    Timer(on_cpu, plan(fixed=40), random.Random(3)).run(check=lambda seed, reply, fed: None, profiled=0)
+    Timer(on_cpu, plan(fixed=40), random.Random(3)).run(check=lambda calls: None, profiled=0)
     assert {c.op for c in on_cpu.commands} == {"timed"}
 
 
@@ -162,12 +173,12 @@ def test_a_settle_that_fails_ends_the_timing_with_its_reply():
             return Reply(ok=True, elapsed_ms=self.elapsed_ms, outputs=[])
 
     timed, failed = Timer(FailsToSettle(), plan(fixed=40, device="cuda"), random.Random(3)).run(
-        check=lambda seed, reply, fed: None, profiled=0)
+        check=lambda calls: None, profiled=0)
     assert isinstance(failed, Reply) and failed.rejected == "no" and len(timed.reported_ms) < 40
 
 
 def test_a_check_that_objects_stops_the_timing():
-    timed, objection = Timer(FakeWorker(), plan(fixed=40), random.Random(4)).run(check=lambda seed, reply, fed: "wrong")
+    timed, objection = Timer(FakeWorker(), plan(fixed=40), random.Random(4)).run(check=lambda calls: "wrong")
     assert objection == "wrong" and len(timed.reported_ms) < 40
 
 
@@ -195,3 +206,73 @@ def test_the_bound_is_kept_as_evidence_that_gives_the_same_median_again():
     assert bound.slack_ms == 1.0  # the CPU's least slack, above four deviations of the reference's
     stored = TimingBound.model_validate_json(bound.model_dump_json())
     assert vouched_median(forged.reported_ms, stored) == vouched(forged, [0.6, 0.62, 0.58])
+
+
+def test_a_batch_times_its_calls_back_to_back_each_on_its_own_inputs_and_is_recorded_per_call():
+    worker = FakeWorker(elapsed_ms=0.5)
+    timer = Timer(worker, plan(fixed=4), random.Random(6), batch=8, cap=8)
+    timed, _ = timer.run(profiled=1)
+    timed_commands = [c for c in worker.commands if c.op == "timed"]
+    assert all(c.calls == 8 and len(c.seeds) == 8 for c in timed_commands)
+    assert len({seed for c in timed_commands for seed in c.seeds}) == 8 * len(timed_commands)
+    assert timed.batch == 8 and timed.reported_ms == [0.5] * 4  # the command's time over its calls
+    assert timed.profiles[0].elapsed_ms == 0.5 and len(timed.profiled_wall_ms) == 1
+
+
+def test_a_profiled_command_makes_few_calls_and_its_profile_is_per_call():
+    """A worker knows it is watched while the profiler is on: a smaller batch tells it nothing
+    new, and a path slow only when watched costs a few calls, not a whole batch."""
+    worker = FakeWorker(elapsed_ms=0.5)
+    timed, objection = Timer(worker, plan(fixed=6), random.Random(6), batch=200, cap=200, insist=True).run(profiled=2)
+    profiled = [c for c in worker.commands if c.profile]
+    assert objection is None and [c.calls for c in profiled] == [PROFILED_BATCH] * 2 == [timed.profiled_batch] * 2
+    assert all(p.elapsed_ms == 0.5 for p in timed.profiles) and len(timed.reported_ms) == 6
+
+
+def test_a_verified_batch_has_some_of_its_calls_checked_each_against_its_own_seed_and_outputs():
+    worker, checked = FakeWorker(), []
+    Timer(worker, plan(fixed=20), random.Random(7), batch=50, cap=50).run(check=checked.append, profiled=0)
+    assert checked and all(len(calls) == CHECKED_PER_BATCH for calls in checked)
+    by_seed = {seed: place for c in worker.commands for place, seed in enumerate(c.seeds)}
+    for calls in checked:
+        assert len({c.seed for c in calls}) == CHECKED_PER_BATCH
+        assert all(c.outputs == [ref(50, 2).row(by_seed[c.seed])] and c.fed is None for c in calls)  # its own row
+    places = {by_seed[c.seed] for calls in checked for c in calls}
+    assert len(places) > CHECKED_PER_BATCH  # not the same places every time: a worker cannot tell
+    small = []
+    Timer(FakeWorker(), plan(fixed=20), random.Random(7), batch=3, cap=3).run(check=small.append, profiled=0)
+    assert small and all(len(calls) == 3 for calls in small)  # a smaller batch is checked whole
+
+
+def test_a_batch_is_sized_by_the_parents_clock_to_take_about_the_batch_time():
+    worker = FakeWorker(elapsed_ms=1e-6, call_s=0.0005)  # it says 1 ns a call; each takes half a millisecond
+    timer = Timer(worker, plan(), random.Random(8), cap=1000)
+    assert timer.size_batch(warm_ms=1e-6).ok
+    assert 0.5 * BATCH_MS / 0.5 <= timer.batch <= BATCH_MS / 0.5  # its lie only made the batch larger
+    assert [c.calls for c in worker.commands] == [1, 8, 64][:len(worker.commands)]
+    capped = Timer(FakeWorker(call_s=0.0005), plan(), random.Random(8), cap=16)
+    capped.size_batch(warm_ms=None)
+    assert capped.batch == 16
+    slow = FakeWorker()
+    one = Timer(slow, plan(), random.Random(8), cap=1000)
+    assert one.size_batch(warm_ms=BATCH_MS).ok and one.batch == 1 and not slow.commands  # a long call is its own batch
+
+
+def test_a_batch_too_short_for_the_bound_stops_a_timing_that_insists():
+    """A worker that was slow while its batch was sized is timed again at the cap (the candidate's
+    judge does that); the reference's timer, and a batch at the cap, go on."""
+    timed, short = Timer(FakeWorker(), plan(fixed=10), random.Random(9), batch=2, cap=64, insist=True).run(profiled=0)
+    assert isinstance(short, ShortBatch) and short.calls == 2 and len(timed.reported_ms) == 1
+    for batch, insist in ((2, False), (64, True)):
+        timed, objection = Timer(FakeWorker(), plan(fixed=10), random.Random(9), batch=batch, cap=64,
+                                 insist=insist).run(profiled=0)
+        assert objection is None and len(timed.reported_ms) == 10
+
+
+def test_a_forged_time_in_a_batch_gains_at_most_the_slack_shared_by_its_calls():
+    """Twenty calls of 1 ms each to a command, reported as 1 ns: the command's wall time vouches
+    for all but the slack, a twentieth of a millisecond per call."""
+    forged = Timed(reported_ms=[1e-7] * 9, wall_ms=[1.05] * 9, batch=20)
+    median, why = vouched(forged, [0.05] * 5)
+    assert 0.9 < median <= 1.0 and why
+    assert timing_bound(forged, [0.05] * 5, "cpu").slack_ms == 0.05

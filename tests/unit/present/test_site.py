@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness.present.export import to_csv
+from harness.present.export import kernelbench_sample, to_csv
 from harness.records import Flag, Result, Status, TimingStats
 from harness.present.compare import compare_runs, describe_changes, render_compare
 from harness.present.site import (group_by_problem, page_name, render_index, render_site, speedup_histogram_svg,
@@ -121,6 +121,15 @@ def test_candidate_page_says_where_the_evaluation_time_went(tmp_path):
     render_site(None, [timed, make("plain", Status.ok, 2.0)], lambda r: None, tmp_path)
     assert '<span id="phase-seconds">(load 0.50 s, timing 3.25 s, exit 0.25 s)</span>' in (tmp_path / "c" / page_name(timed)).read_text()
     assert "phase-seconds" not in (tmp_path / "c" / page_name(make("plain", Status.ok, 2.0))).read_text()
+
+
+def test_a_timing_of_batches_says_how_many_calls_each_sample_is(tmp_path):
+    batched = make("batched", Status.ok, 2.0).model_copy(update={
+        "timing": timing(0.01).model_copy(update={"calls_per_sample": 512})})
+    render_site(None, [batched], lambda r: None, tmp_path)
+    page = (tmp_path / "c" / page_name(batched)).read_text()
+    assert "n = 3 batches of 512 calls)" in page and "n = 3)" in page  # the reference's: one call a sample
+    assert kernelbench_sample(batched, 0, "cpu")["runtime_stats"]["num_trials"] == 3 * 512
 
 
 def test_a_speedup_against_the_reference_timed_again_says_so(tmp_path):

@@ -67,9 +67,9 @@ def session(problem, tmp_path, feed: int | None = None) -> Session:
 def test_a_timed_call_makes_its_inputs_from_the_seed_it_is_given(tmp_path):
     problem = counting_problem()
     worker = session(problem, tmp_path)
-    elapsed, outputs = worker.timed(Command(op="timed", seed=7))
-    again = worker.timed(Command(op="timed", seed=7))[1]
-    other = worker.timed(Command(op="timed", seed=8))[1]
+    elapsed, [outputs] = worker.timed(Command(op="timed", seeds=[7]))
+    [again] = worker.timed(Command(op="timed", seeds=[7]))[1]
+    [other] = worker.timed(Command(op="timed", seeds=[8]))[1]
     assert problem.calls == 3 and elapsed >= 0 and worker.unsummarized is None
     assert torch.equal(outputs[0], again[0]) and not torch.equal(outputs[0], other[0])
 
@@ -80,24 +80,52 @@ def test_a_fed_call_runs_on_what_the_parent_wrote_and_makes_no_inputs(tmp_path):
     problem, feed = counting_problem(), os.memfd_create("feed")
     worker = session(problem, tmp_path, feed)
     for values in (torch.randn(4, 8), torch.randn(4, 8)):  # the same pages, rewritten for each call
-        fed = CommitBuffer(feed).write([values])
-        _, outputs = worker.timed(Command(op="timed", fed=fed))
+        fed = CommitBuffer(feed).write([values[None]])  # stacked: a row per call
+        _, [outputs] = worker.timed(Command(op="timed", fed=fed))
         assert torch.equal(outputs[0], values.relu())
     assert problem.calls == 0
 
 
+def test_a_batch_times_its_calls_back_to_back_each_on_its_own_inputs(tmp_path):
+    """Several calls to one timed command (a CPU batch): made from their seeds, or fed one set
+    after another; their outputs call after call."""
+    problem, feed = counting_problem(), os.memfd_create("feed")
+    worker = session(problem, tmp_path, feed)
+    _, outputs = worker.timed(Command(op="timed", seeds=[1, 2, 3], calls=3))
+    assert problem.calls == 3 and len(outputs) == 3
+    assert all(torch.equal(out, worker.inputs(seed)[0].relu()) for [out], seed in zip(outputs, [1, 2, 3]))
+    stacked = torch.randn(3, 4, 8)
+    _, outputs = worker.timed(Command(op="timed", fed=CommitBuffer(feed).write([stacked]), calls=3))
+    assert all(torch.equal(out, values.relu()) for [out], values in zip(outputs, stacked))
+    refs = worker.buffer.write_stacked(outputs)  # as the reply describes them: a row per call
+    assert refs[0].shape == [3, 4, 8]
+    for index in range(3):
+        [row] = worker.buffer.tensors([refs[0].row(index)])
+        assert torch.equal(row, stacked[index].relu())
+
+
+def test_a_batch_whose_calls_return_unlike_tensors_is_refused(tmp_path):
+    worker = session(counting_problem(), tmp_path)
+    for second in ((torch.zeros(1), torch.zeros(1)), torch.zeros(2), torch.zeros(1, dtype=torch.int64)):
+        answers = iter([torch.zeros(1), second])
+        worker.timed_model = lambda x: next(answers)
+        with pytest.raises(NotPlainTensor, match="other shapes or dtypes"):
+            worker.timed(Command(op="timed", seeds=[1, 2], calls=2))
+
+
 def test_only_contiguous_cpu_tensor_inputs_can_be_fed(tmp_path):
     worker = session(counting_problem(), tmp_path)
-    assert worker.feedable(1) is not None
+    [stacked] = worker.feedable([1, 2])  # a row per seed
+    assert torch.equal(stacked[1], worker.inputs(2)[0])
     worker.problem.get_inputs = lambda: [torch.randn(8, 4).t()]
-    assert worker.feedable(1) is None
+    assert worker.feedable([1]) is None
     worker.problem.get_inputs = lambda: [torch.randn(4), 3]
-    assert worker.feedable(1) is None
+    assert worker.feedable([1]) is None
 
 
 def test_a_profiled_call_says_which_operators_ran_when_asked_next(tmp_path):
     worker = session(counting_problem(), tmp_path)
-    elapsed, _ = worker.timed(Command(op="timed", seed=1, profile=True))
+    elapsed, _ = worker.timed(Command(op="timed", seeds=[1], profile=True))
     profile = worker.profile()
     assert "aten::relu" in profile.ops and profile.elapsed_ms == elapsed > 0
     with pytest.raises(RuntimeError, match="no profiled call"):  # each profile is read once

@@ -2,11 +2,13 @@
 one only when it says what failed."""
 
 import json
+import os
 
 import pytest
+import torch
 
 from harness.records import Phase
-from harness.worker.protocol import MAX_TENSORS, REPLY, Command, Failure, Reply, fits, says_why
+from harness.worker.protocol import MAX_TENSORS, REPLY, Command, CommitBuffer, Failure, Reply, TensorRef, fits, says_why
 
 
 def test_a_failed_reply_must_say_what_failed():
@@ -22,6 +24,28 @@ def test_a_successful_reply_carries_what_its_command_asks_for():
     assert fits(Command(op="timed"), Reply(ok=True, elapsed_ms=1.0, outputs=[]))
     assert not fits(Command(op="timed"), Reply(ok=True, outputs=[]))
     assert fits(Command(op="settle"), Reply(ok=True))
+
+
+def test_a_batchs_outputs_must_come_stacked_a_row_per_call():
+    stacked = TensorRef(dtype="float32", shape=[3, 2], stride=[2, 1], storage_offset=0, device="cpu")
+    flat = TensorRef(dtype="float32", shape=[2], stride=[1], storage_offset=0, device="cpu")
+    assert fits(Command(op="timed", calls=3), Reply(ok=True, elapsed_ms=1.0, outputs=[stacked, stacked]))
+    assert not fits(Command(op="timed", calls=3), Reply(ok=True, elapsed_ms=1.0, outputs=[stacked, flat]))
+    assert not fits(Command(op="timed", calls=2), Reply(ok=True, elapsed_ms=1.0, outputs=[stacked]))
+    assert fits(Command(op="timed"), Reply(ok=True, elapsed_ms=1.0, outputs=[flat]))
+
+
+def test_a_row_of_a_stacked_tensor_reads_that_row_only():
+    """Its storage starts where the row does: the parent copies out of a commit buffer only the
+    rows it checks, not the batch up to them."""
+    buffer = CommitBuffer(os.memfd_create("rows"))
+    rows = [[torch.full((2, 3), float(index)), torch.arange(index, index + 4)] for index in range(5)]
+    floats, ints = buffer.write_stacked(rows)
+    assert floats.shape == [5, 2, 3] and ints.shape == [5, 4] and ints.offset % 64 == 0
+    third = floats.row(3)
+    assert third.storage_offset == 0 and third.span_bytes == 2 * 3 * 4 and third.offset == floats.offset + 3 * 24
+    read_floats, read_ints = buffer.tensors([third, ints.row(4)])
+    assert torch.equal(read_floats, rows[3][0]) and torch.equal(read_ints, rows[4][1])
 
 
 @pytest.mark.parametrize("elapsed", ["0", "-5.0", "NaN", "Infinity", "1e400", "5e-324", "1e308"])
