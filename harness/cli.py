@@ -160,7 +160,8 @@ def cmd_eval(args: argparse.Namespace, host: HostEnv) -> int:
     try:
         finished = eval_run(eval_options, config, options.run_setup(args, host, options.run_scale(args, config)))
     except Interrupted as stopped:
-        print(f"\ninterrupted; what was judged is kept. Continue with: --resume {stopped.run_id}", file=sys.stderr)
+        report = f" (report so far: {stopped.index})" if stopped.index else ""
+        print(f"\ninterrupted; what was judged is kept{report}. Continue with: --resume {stopped.run_id}", file=sys.stderr)
         return EXIT_INTERRUPTED
     print(summary_table(finished.results, finished.index))
     print(f"results: {finished.results_path}\nreport:  {finished.index}\ndatabase: {args.db} (run {finished.run.run_id})")

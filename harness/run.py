@@ -240,11 +240,21 @@ def _interrupt(signum, frame):
 
 
 class Interrupted(Exception):
-    """Ctrl-C or SIGTERM: what was judged is kept; the run can be resumed."""
+    """Ctrl-C or SIGTERM: what was judged is kept, and reported (`index`, None if a second
+    interrupt stopped that too); the run can be resumed."""
 
-    def __init__(self, run_id: str):
+    def __init__(self, run_id: str, index: Path | None = None):
         super().__init__(run_id)
-        self.run_id = run_id
+        self.run_id, self.index = run_id, index
+
+
+def _report_so_far(db: Database, run: RunInfo, out_dir: Path) -> Path | None:
+    """The report of what an interrupted run judged, the run shown unfinished; None when
+    interrupted again meanwhile."""
+    try:
+        return render_site(run, db.results(run.run_id), lambda r: db.code(r.candidate_hash), out_dir)
+    except KeyboardInterrupt:
+        return None
 
 
 def eval_run(options: EvalOptions, config: EvalConfig, setup: RunSetup) -> Finished:
@@ -281,7 +291,7 @@ def eval_run(options: EvalOptions, config: EvalConfig, setup: RunSetup) -> Finis
         try:
             run.interference += evaluate(todo, problems, config, run.run_id, setup, save, watched)
         except KeyboardInterrupt:
-            raise Interrupted(run.run_id) from None
+            raise Interrupted(run.run_id, _report_so_far(db, run, out_dir)) from None
         finally:
             signal.signal(signal.SIGTERM, previous)
         run.finished_at = now()

@@ -312,6 +312,8 @@ def test_sigterm_stops_the_run_kills_its_workers_and_says_how_to_resume(tmp_path
     _, stderr = harness.communicate(timeout=60)
     assert harness.returncode == 130
     assert "--resume" in stderr
+    index = tmp_path / "out" / "index.html"  # what was judged so far, reported
+    assert f"report so far: {index}" in stderr and "(unfinished)" in index.read_text()
     assert torn_down(scratch)
     assert list(scratch.iterdir()) == []
 
