@@ -69,8 +69,10 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
     ev.add_argument("--trials", type=options.trials, default=None, metavar="auto|N",
                     help="timed calls per model: auto (until the median's 95%% interval is within ±1%%, or the time "
                          "budget is spent) or a fixed count (default auto)")
-    ev.add_argument("--min-trials", type=number(int, 1), default=5, help="adaptive timing: at least this many calls")
-    ev.add_argument("--max-trials", type=number(int, 1), default=200, help="adaptive timing: at most this many calls")
+    ev.add_argument("--min-trials", type=number(int, 1), default=5,
+                    help="adaptive timing: at least this many samples (a call, or a CPU batch of quick calls)")
+    ev.add_argument("--max-trials", type=number(int, 1), default=200,
+                    help="adaptive timing: at most this many calls, unless fewer than --min-trials samples")
     ev.add_argument("--time-budget", type=number(float, 0, above=True), default=2.0, help="adaptive timing: seconds per model")
     ev.add_argument("--timeout", type=number(float, 0, above=True), default=300.0, help="seconds allowed per phase, import included where it compiles nothing")
     ev.add_argument("--build-timeout", type=number(float, 0, above=True), default=900.0, help="seconds to build a candidate (and to import one that compiles)")

@@ -19,6 +19,7 @@ EXPECTED = {
     "tiny_relu/transcript.md": "ok",
     "tiny_relu/mismatch.py": "mismatch",
     "tiny_relu/forged_stdout.py": "mismatch",
+    "tiny_relu/tuple_output.py": "mismatch",
     "tiny_relu/compile_error_cpp.py": "compile_error",
     "tiny_relu/no_model_new.py": "load_error",
     "tiny_relu/binary.txt": "load_error",

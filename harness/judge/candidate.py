@@ -28,7 +28,7 @@ from ..worker import processes
 from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped, gpu_context_pids
 from ..worker.protocol import Command, ParamDigest, Reply, TensorRef
 from . import verdicts
-from .compare import compare_outputs
+from .compare import compare_forms, compare_outputs
 from .integrity import fallback_evidence, fingerprint, mutated_inputs, profiled_too_slow
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
 from .reference import (TRIAL_SEED_OFFSET, Quiet, Recalibration, ReferenceRunner, no_quiet, release_device_cache,
@@ -220,7 +220,9 @@ class CandidateRun:
                 # Outputs of another shape are a mismatch already; a fingerprint would read all of them
                 # (a stride-0 view of 2**44 elements is a few bytes to describe, terabytes to read).
                 shaped = [t.shape for t in actual] == [t.shape for t in expected]
-                return None, (compare_outputs(expected, actual, self.config.tolerance_for(self.problem)),
+                check = compare_forms(self.reference.output_form, reply.form, len(actual)) or \
+                    compare_outputs(expected, actual, self.config.tolerance_for(self.problem))
+                return None, (check,
                               mutated_inputs(expected_inputs, actual_inputs),
                               (fingerprint(expected), fingerprint(actual) if shaped else None))
 

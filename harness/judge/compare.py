@@ -91,6 +91,17 @@ def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance)
     return result
 
 
+def compare_forms(expected: str | None, actual: str | None, count: int) -> CheckResult | None:
+    """A failed check when forward returned a tuple or list where the reference returns one tensor,
+    or the other way round (`count`: the tensors it returned): the same values, but not a
+    replacement for the reference's forward (KernelBench fails such a candidate too)."""
+    if expected is None or actual is None or expected == actual:
+        return None
+    got = "one tensor" if actual == "tensor" else f"a tuple or list of {count} tensor(s)"
+    want = "one tensor" if expected == "tensor" else "a tuple or list of tensors"
+    return CheckResult(passed=False, reason=f"forward returned {got} where the reference returns {want}")
+
+
 def compare_outputs(expected: list[torch.Tensor], actual: list[torch.Tensor], tol: Tolerance) -> CheckResult:
     """All outputs must match; errors are the worst over the outputs."""
     if len(actual) != len(expected):

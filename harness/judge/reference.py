@@ -151,6 +151,7 @@ class ReferenceRunner:
         self._watched: set[int] = set()  # seeds fed to _degenerate
         self._degenerate_notes: list[str] | None = None  # its verdict, once every seed was seen
         self.output_specs: list[tuple[torch.Size, torch.dtype]] = []  # its outputs at the problem's own sizes
+        self.output_form: str | None = None  # what its forward returns (None before its first trial)
         self._fed: dict[int, list[TensorRef]] = {}  # the seeds last fed, and their inputs in this worker's buffer
         self.batch_cap = 1  # calls one timed command may make (CPU: as many as BATCH_BYTES and the protocol allow)
         self.batch = 1  # calls per timed command in its own timing
@@ -336,6 +337,7 @@ class ReferenceRunner:
             yield self._kept[key]
             return
         reply = self._request(Command(op="trial", seed=seed, sizes=sizes), "trial")
+        self.output_form = reply.form
         with self._held(reply.outputs + reply.inputs, "trial") as both:
             outputs, inputs = both[:len(reply.outputs)], both[len(reply.outputs):]
             del both

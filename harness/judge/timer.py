@@ -3,8 +3,9 @@ seed the worker learns only with that call. The parent decides in secret which c
 (each after that call's outputs are described; the reference computes the same seed) and which
 it profiles (a profiled call says so only as it arrives); it times every call with its own clock
 too. Timing is adaptive: it stops when the median's 95% interval is
-within ±1%, or the model's time budget is spent, never before `min_trials` nor after
-`max_trials` (a fixed count with --trials N). A checked call's outputs are copied out at once
+within ±1%, or the model's time budget is spent, never before `min_trials` samples nor after
+`max_trials` calls (a sample of a CPU batch is that many calls; a fixed count of samples with
+--trials N). A checked call's outputs are copied out at once
 (the worker cannot change them afterwards) and compared with the reference's after the last
 call, so the timed calls follow one another without the reference's work in between. On a GPU,
 after a checked call the worker is told to `settle` (run tiny kernels of its own) before its next
@@ -299,11 +300,11 @@ class Timer:
         if plan.fixed is not None:
             timed.stopped = "fixed"
             return n >= plan.fixed
-        if n >= plan.max_trials:
-            timed.stopped = "max_trials"
-            return True
         if n < plan.min_trials:
             return False
+        if n * timed.batch >= plan.max_trials:  # calls, a batch's each: max_trials is at least min_trials
+            timed.stopped = "max_trials"
+            return True
         if converged(timed.reported_ms):
             timed.stopped = "converged"
             return True
@@ -327,8 +328,9 @@ def timing_bound(timed: Timed, reference_overhead_ms: list[float], device: str) 
     # The least slack is a timed command's, shared by the calls of a batch.
     slack = max(MIN_SLACK_MS[device] / timed.batch, SLACK_SPREADS * spread_of(reference_overhead_ms),
                 spread_of(timed.wall_ms))
-    return TimingBound(reference_overhead_ms=[round(x, 6) for x in reference_overhead_ms],
-                       overhead_ms=[round(x, 6) for x in timed.overhead_ms], slack_ms=round(slack, 6))
+    # Nine decimals: a batch's per-call values are microseconds, which six would cut to a few digits.
+    return TimingBound(reference_overhead_ms=[round(x, 9) for x in reference_overhead_ms],
+                       overhead_ms=[round(x, 9) for x in timed.overhead_ms], slack_ms=round(slack, 9))
 
 
 def vouched_median(reported_ms: list[float], bound: TimingBound) -> tuple[float, str | None]:

@@ -33,7 +33,7 @@ from ..records import Phase
 from . import cuda_ipc
 from .confine import hold_affinity, not_dumpable
 from .protocol import (MAX_LINE_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS, MAX_SOURCE_CHARS, MAX_TENSORS,
-                       MAX_TRACEBACK_LINES, Command, CommitBuffer, Failure, FeedFile, GeneratedSource, HardwareFloor, KernelTime, ParamDigest, Peaks,
+                       MAX_TRACEBACK_LINES, Command, CommitBuffer, Failure, FeedFile, GeneratedSource, HardwareFloor, KernelTime, OutputForm, ParamDigest, Peaks,
                        Profile, Reply, TensorRef, WorkerJob, describe, send_model)
 from .timing import flush_buffer, measure_peaks, slowest_round_trip_ms, time_call
 
@@ -269,7 +269,11 @@ class Session:
     def problem_inputs(self) -> list:
         """get_inputs() with the run's device as the default: a problem that makes its tensors
         with torch.randn(...) gets them made on the GPU, not on the CPU and copied (seconds per
-        call for a gigabyte of input). Both sides make them the same way from the same seed."""
+        call for a gigabyte of input). Both sides make them the same way from the same seed. On a
+        CPU run the default already: there the context, a function mode every torch call goes
+        through, cost 45 us a set of the tiny relu's inputs (of 114), and a batch makes a thousand."""
+        if self.job.device == "cpu":
+            return list(self.problem.get_inputs())
         try:
             with torch.device(self.job.device):
                 return list(self.problem.get_inputs())
@@ -283,20 +287,21 @@ class Session:
             if error is not None:
                 raise LaunchFailed(f"a kernel launch failed ({error}); the kernel never ran")
 
-    def forward(self, model, inputs: list) -> list[torch.Tensor]:
+    def forward(self, model, inputs: list) -> tuple[list[torch.Tensor], OutputForm]:
+        """The outputs of one call, and whether forward returned them as one tensor or a sequence."""
         with torch.no_grad():
             output = model(*inputs)
         self.synchronize()
-        return plain_outputs(output)
+        return plain_outputs(output), "tensor" if type(output) is torch.Tensor else "sequence"
 
-    def trial(self, command: Command) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Outputs for the command's inputs, and the inputs as forward left them."""
+    def trial(self, command: Command) -> tuple[list[torch.Tensor], list[torch.Tensor], OutputForm]:
+        """Outputs for the command's inputs, the inputs as forward left them, and the outputs' form."""
         self.held = []  # release the last command's tensors before making new ones
         inputs = self.inputs(command.seed, command.sizes)
-        outputs = self.forward(self.model, inputs)
+        outputs, form = self.forward(self.model, inputs)
         tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         self.held = outputs + tensors
-        return outputs, tensors
+        return outputs, tensors, form
 
     def warm_up(self, seeds: list[int], fed: list[TensorRef] | None = None) -> float | None:
         """Untimed calls (and torch.compile's compilation), each on its own inputs; the last one
@@ -453,9 +458,9 @@ def threads_alive() -> int:
 
 def handle(conn: Connection, session: Session, command: Command) -> None:
     if command.op == "trial":
-        outputs, inputs = session.trial(command)
+        outputs, inputs, form = session.trial(command)
         refs = describe(outputs + inputs, session.buffer)  # one write: CPU tensors share the commit buffer
-        send_model(conn, Reply(ok=True, outputs=refs[:len(outputs)], inputs=refs[len(outputs):],
+        send_model(conn, Reply(ok=True, outputs=refs[:len(outputs)], inputs=refs[len(outputs):], form=form,
                                threads_alive=threads_alive()))
     elif command.op == "inputs":
         session.held = []

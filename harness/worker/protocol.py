@@ -195,6 +195,9 @@ class HardwareFloor(BaseModel):
                 f"{self.bytes_moved / 1e9:.3g} GB at {self.peak_bytes_per_ms / 1e6:.3g} GB/s need {self.floor_ms:.4g} ms")
 
 
+OutputForm = Literal["tensor", "sequence"]  # what forward returned: one tensor, or a tuple or list of them
+
+
 class Reply(BaseModel):
     ok: bool
     failure: Failure | None = None
@@ -205,6 +208,7 @@ class Reply(BaseModel):
     # trial: the inputs after forward, to catch mutation; inputs: the inputs of its seed (None: not
     # only contiguous CPU tensors, so they cannot be fed)
     inputs: list[TensorRef] | None = Field(default=None, max_length=MAX_TENSORS)
+    form: OutputForm | None = None  # trial: what forward returned
     # timed: the worker's own clock around its forward calls (all of them); warmup: its fastest
     # call; settle: see Command
     elapsed_ms: CallMillis | None = None
@@ -215,7 +219,7 @@ class Reply(BaseModel):
 
 REPLY = TypeAdapter(Reply)
 # What a successful reply to each command must carry; anything else is a broken (or forged) message.
-REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs"), "inputs": (), "warmup": (),
+REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs", "form"), "inputs": (), "warmup": (),
                    "timed": ("elapsed_ms", "outputs"), "profile": ("profile",), "settle": (), "floor": ("floor",), "math": ()}
 
 

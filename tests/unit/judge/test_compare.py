@@ -2,7 +2,7 @@
 
 import torch
 
-from harness.judge.compare import compare_outputs, compare_tensor
+from harness.judge.compare import compare_forms, compare_outputs, compare_tensor
 from harness.records import EvalConfig, Problem, Tolerance
 
 TOL = Tolerance(atol=1e-4, rtol=1e-4)
@@ -103,3 +103,12 @@ def test_tolerance_precedence_global_then_problem_then_precision():
     assert EvalConfig(device="cpu", atol=0.5).tolerance_for(problem).atol == 0.5
     assert EvalConfig(device="cpu", precision="bf16").tolerance_for(Problem(id="q", path="q", source_hash="h")) \
         == Tolerance(atol=1e-2, rtol=1e-2)
+
+
+def test_a_sequence_where_the_reference_returns_one_tensor_is_no_match_and_says_so():
+    """The same values in a tuple are not a replacement for the reference's forward."""
+    assert compare_forms("tensor", "tensor", 1) is None and compare_forms("sequence", "sequence", 2) is None
+    wrapped = compare_forms("tensor", "sequence", 1)
+    assert not wrapped.passed and wrapped.reason == "forward returned a tuple or list of 1 tensor(s) where the reference returns one tensor"
+    assert "returned one tensor where the reference returns a tuple or list" in compare_forms("sequence", "tensor", 1).reason
+    assert compare_forms(None, "sequence", 1) is None  # the reference's form not known: nothing to hold it to

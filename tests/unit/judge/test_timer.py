@@ -70,6 +70,20 @@ def test_fixed_counts_and_adaptive_limits():
     assert len(steady.reported_ms) == 5 and steady.stopped == "converged"  # identical times: converged at the minimum
 
 
+def test_max_trials_counts_calls_so_batches_stop_at_the_fewest_samples_that_hold_that_many():
+    """Times that never converge: single calls run to max_trials; batches of 64 calls stop at
+    min_trials samples (320 calls); batches of 30, at the seventh (210 calls)."""
+    class Noisy(FakeWorker):
+        def request(self, command, phase):
+            self.elapsed_ms = random.uniform(0.5, 1.5)
+            return super().request(command, phase)
+
+    for batch, samples in ((1, 50), (64, 5), (30, 7)):
+        timed, _ = Timer(Noisy(), plan(max_trials=200 if batch > 1 else 50), random.Random(2), batch=batch,
+                         cap=batch).run(profiled=0)
+        assert len(timed.reported_ms) == samples and timed.stopped == "max_trials", batch
+
+
 def test_every_call_gets_its_own_seed_and_some_are_profiled():
     worker = FakeWorker()
     timed, _ = Timer(worker, plan(fixed=20), random.Random(2)).run(profiled=2)
