@@ -253,7 +253,7 @@ def _report_so_far(db: Database, run: RunInfo, out_dir: Path) -> Path | None:
     interrupted again meanwhile."""
     try:
         return render_site(run, db.results(run.run_id), lambda r: db.code(r.candidate_hash), out_dir)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Exception):  # the resume command matters more than this report
         return None
 
 

@@ -253,6 +253,7 @@ def test_a_verified_batch_has_some_of_its_calls_checked_each_against_its_own_see
         assert all(c.outputs == [ref(50, 2).row(by_seed[c.seed])] and c.fed is None for c in calls)  # its own row
     places = {by_seed[c.seed] for calls in checked for c in calls}
     assert len(places) > CHECKED_PER_BATCH  # not the same places every time: a worker cannot tell
+    assert len(checked) == 20  # every batch verified: a batched timing makes few commands
     small = []
     Timer(FakeWorker(), plan(fixed=20), random.Random(7), batch=3, cap=3).run(check=small.append, profiled=0)
     assert small and all(len(calls) == 3 for calls in small)  # a smaller batch is checked whole
