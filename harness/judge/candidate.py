@@ -362,22 +362,27 @@ class CandidateRun:
         # instead of 0.08 s for a relu's first call after the recalibration, on a VM that hands
         # freed memory to its host). Otherwise (and where the candidate's batch, sized after its
         # warm-up, turns out larger) it is recalibrated at the candidate's batch: a command's
-        # overhead is shared by its calls, and a batch's first calls absorb the pause.
+        # overhead is shared by its calls, and a batch's first calls absorb the pause (a candidate
+        # timed one call to a command after all warms up again, with one call).
         recalibration = self._recalibrated(worker, 1) if self.reference.batch == 1 else None
         if isinstance(recalibration, Verdict):
             return recalibration
         verdict = self._verdict_of(timer.warm_up(size=True), worker)
         if verdict:
             return verdict
-        if (recalibration is None or timer.batch != 1) and \
-                isinstance(recalibration := self._recalibrated(worker, timer.batch), Verdict):
-            return recalibration
+        if recalibration is None or timer.batch != 1:
+            if isinstance(recalibration := self._recalibrated(worker, timer.batch), Verdict):
+                return recalibration
+            if timer.batch == 1 and (verdict := self._verdict_of(timer.warm_up(calls=1), worker)):
+                return verdict
         copies: list = []
         measured, objection = timer.run(check=self._copy_checked_call(worker, copies, spares))
-        if isinstance(objection, ShortBatch):
-            # Slower while its batch was sized than now: timed again, as many calls to a command
-            # as the cap allows (the checked calls so far stay checked).
-            timer.batch = timer.cap
+        for retime in range(2):
+            if not isinstance(objection, ShortBatch):
+                break
+            # Slower while its batch was sized than now: timed again at the batch its short one
+            # implies, then (short again) at the cap; the checked calls so far stay checked.
+            timer.batch = objection.implied(timer.cap) if retime == 0 else timer.cap
             if isinstance(recalibration := self._recalibrated(worker, timer.batch), Verdict):
                 return recalibration
             measured, objection = timer.run(check=self._copy_checked_call(worker, copies, spares))

@@ -63,8 +63,9 @@ Quiet = Callable[[list[int]], ContextManager]
 # A CPU batch's inputs and outputs (judge/timer.py, BATCH_MS), at most: each is in four places at
 # once (the reference's commit buffer, the timed worker's feed file, its outputs, their commit).
 BATCH_BYTES = 128 << 20
-# Calls in a batch, at most: each costs the worker a view of its inputs and the reference a seed's
-# inputs made, about 50 us on the 2-core VM, outside the timed calls but inside the parent's clock.
+# Calls in a batch, at most: each costs the reference a seed's inputs made (before the parent's
+# clock starts), and the worker a view of its inputs and its outputs' commit (outside the timed
+# calls, inside the parent's clock: 39 ms for 1,024 calls on the 2-core VM, with outliers to 0.2 s).
 MAX_BATCH_CALLS = 1024
 
 
@@ -152,7 +153,9 @@ class ReferenceRunner:
         self._degenerate_notes: list[str] | None = None  # its verdict, once every seed was seen
         self.output_specs: list[tuple[torch.Size, torch.dtype]] = []  # its outputs at the problem's own sizes
         self.output_form: str | None = None  # what its forward returns (None before its first trial)
-        self._fed: dict[int, list[TensorRef]] = {}  # the seeds last fed, and their inputs in this worker's buffer
+        # The seeds last fed (each with its row), and their inputs stacked in this worker's commit buffer.
+        self._fed_rows: dict[int, int] = {}
+        self._fed_refs: list[TensorRef] = []
         self.batch_cap = 1  # calls one timed command may make (CPU: as many as BATCH_BYTES and the protocol allow)
         self.batch = 1  # calls per timed command in its own timing
 
@@ -167,7 +170,7 @@ class ReferenceRunner:
         return reply
 
     def _request(self, command: Command, what: str) -> Reply:
-        self._fed = {}  # its commit buffer is about to be written again
+        self._fed_rows = {}  # its commit buffer is about to be written again
         return self._checked(lambda: self.worker.request(command, f"reference {what}"), what)
 
     @property
@@ -201,11 +204,18 @@ class ReferenceRunner:
 
     def _batch_cap(self) -> int:
         """Calls a CPU timed command may make: as many as keep a batch's inputs and outputs within
-        BATCH_BYTES, and no more than MAX_BATCH_CALLS. Measured on the first correctness trial,
-        kept (within the memory budget) for the first candidate, which then need not wait for it."""
-        with self.expected(self.config.seed + TRIAL_SEED_OFFSET, keep=True) as (outputs, inputs):
-            per_call = sum(t.nbytes for t in outputs + inputs)
-        return max(1, min(MAX_BATCH_CALLS, BATCH_BYTES // max(per_call, 1)))
+        BATCH_BYTES, and no more than MAX_BATCH_CALLS; one where the outputs' shapes or dtypes
+        change from seed to seed (nonzero, unique), which cannot be stacked a row per call.
+        Measured on the first two correctness trials, kept (within the memory budget) for the
+        first candidate, which then need not wait for them."""
+        specs, per_call = [], 1
+        for trial in range(2):
+            with self.expected(self.config.seed + TRIAL_SEED_OFFSET + trial, keep=True) as (outputs, inputs):
+                specs.append([(t.shape, t.dtype) for t in outputs])
+                per_call = max(per_call, sum(t.nbytes for t in outputs + inputs))
+        if specs[0] != specs[1]:
+            return 1
+        return max(1, min(MAX_BATCH_CALLS, BATCH_BYTES // per_call))
 
     def _time(self, plan: TimingPlan, profiled: int, warm_up: bool = False, size: bool = False,
               batch: int | None = None) -> Timed:
@@ -243,8 +253,12 @@ class ReferenceRunner:
     def recalibrate(self, batch: int) -> Recalibration:
         """The harness's per-call overhead and the reference's own time as measured right now,
         with the machine's current load: a few reference commands timed the way a candidate's
-        are, `batch` calls each (the candidate's: a command's overhead is shared by its calls)."""
+        are, `batch` calls each (the candidate's: a command's overhead is shared by its calls).
+        Batched, as many commands as `surely_faster` needs at least: the quick problems batches
+        are for are the ones whose first timing drifts most."""
         fewest, most = RECALIBRATION_CALLS
+        if batch > 1:
+            fewest = max(fewest, UNTIMED_CALLS + SURELY_FASTER_CALLS)
         commands = max(fewest, min(most, int(RECALIBRATION_BUDGET_MS / max(self.timing.median_ms * batch, 1e-3))))
         uncounted = self._warm_calls()
         timed = self._time(TimingPlan.of(self.config).model_copy(update={"fixed": uncounted + commands}), profiled=0,
@@ -283,7 +297,7 @@ class ReferenceRunner:
         """On a CPU run, how `target`'s timed calls get their inputs: made here, written into it
         (the reference's own calls too, so that its overhead is measured the way a candidate's
         is). None on a GPU, where a worker makes its inputs on the device in microseconds."""
-        return (lambda seed: self._feed(target, seed)) if self.config.device == "cpu" else None
+        return (lambda seeds: self._feed(target, seeds)) if self.config.device == "cpu" else None
 
     def _feed(self, target: Worker, seeds: list[int]) -> list[TensorRef] | None:
         reply = self._request(Command(op="inputs", seeds=seeds), "inputs")
@@ -292,7 +306,7 @@ class ReferenceRunner:
         with self._held(reply.inputs, "inputs") as inputs:
             fed = target.feed(inputs, "timing")  # a worker that does not stop for it: its own failure
         if target is not self.worker:  # its own timed call would write over them
-            self._fed = {seed: [ref.row(index) for ref in reply.inputs] for index, seed in enumerate(seeds)}
+            self._fed_rows, self._fed_refs = {seed: index for index, seed in enumerate(seeds)}, reply.inputs
         return fed
 
     @contextlib.contextmanager
@@ -312,9 +326,9 @@ class ReferenceRunner:
         feed file), copies of those inputs as its forward left them if it changed any (None
         otherwise): byte for byte against this worker's own, still in its commit buffer (it ran
         nothing since it made them), all read and copied in one window with `target` stopped."""
-        if any(seed not in self._fed for seed, _ in calls):
+        if any(seed not in self._fed_rows for seed, _ in calls):
             raise RuntimeError("the reference's last inputs are not the ones fed for these calls")
-        mine = [ref for seed, _ in calls for ref in self._fed[seed]]
+        mine = [ref.row(self._fed_rows[seed]) for seed, _ in calls for ref in self._fed_refs]
         theirs = [ref for _, fed in calls for ref in fed]
         with self._held(mine, "inputs") as made, target.fed_back(theirs, "timing") as left:
             found, start = [], 0

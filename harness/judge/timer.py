@@ -1,7 +1,8 @@
-"""The timing phase, driven by the parent: one `timed` command per call, each on inputs made from a
-seed the worker learns only with that call. The parent decides in secret which calls it verifies
-(each after that call's outputs are described; the reference computes the same seed) and which
-it profiles (a profiled call says so only as it arrives); it times every call with its own clock
+"""The timing phase, driven by the parent: `timed` commands of one call each (of a batch of calls,
+on a CPU run, see BATCH_MS), each call on inputs made from a seed the worker learns only with
+that command. The parent decides in secret which calls it verifies (after their command's
+outputs are described; the reference computes the same seeds) and which commands it profiles
+(a profiled command says so only as it arrives); it times every command with its own clock
 too. Timing is adaptive: it stops when the median's 95% interval is
 within ±1%, or the model's time budget is spent, never before `min_trials` samples nor after
 `max_trials` calls (a sample of a CPU batch is that many calls; a fixed count of samples with
@@ -45,7 +46,9 @@ from ..worker.protocol import Command, Profile, Reply, TensorRef
 
 TARGET_HALF_WIDTH = 0.01  # the median's 95% interval within ±1% of it
 Z95 = 1.96
-VERIFY_EARLY, VERIFY_LATE, EARLY_CALLS = 0.5, 0.2, 20  # the chance that a call's outputs are checked
+# The chance that a one-call command's outputs are checked, in the first EARLY_CALLS commands and
+# after them (a batch is always verified, see `_run`).
+VERIFY_EARLY, VERIFY_LATE, EARLY_CALLS = 0.5, 0.2, 20
 PROFILE_CHANCE, MIN_PROFILED = 0.1, 2
 # The parent's clock against a worker's: wake-up latency and scheduling jitter, which grow when the
 # machine idles through a long call (a worker asleep in a kernel) and are not seen on the quick
@@ -58,9 +61,11 @@ DISAGREE_FACTOR = 1.1  # a vouched median this far above the reported one (and b
 # On a CPU run, calls shorter than this are timed several to a command, back to back, each on
 # inputs of its own (a batch): the parent's clock vouches for a command to within the slack (1 ms
 # at least), which a quicker call would fit inside whole (a 0.03 ms relu reporting 1 ns scored
-# 29,604x). A batch takes about this long by the parent's clock, so a forger gains at most a
-# twentieth. Its size is the timed worker's own (a slow candidate's batch is no longer than a quick
-# one's), found by the parent's clock, as large as memory and the protocol allow (`cap`).
+# 29,604x). A batch takes about this long by the parent's clock, so a forger gains at most about a
+# twentieth of its time (a tenth, where its batches take half as long: any shorter is timed
+# again, `ShortBatch`). Its size is the timed worker's own (a slow candidate's batch is no longer
+# than a quick one's), found by the parent's clock, as large as memory and the protocol allow
+# (`cap`).
 BATCH_MS = 20.0
 RAMP_FACTOR = 8  # sizing: batches of 1, 8, 64, ... calls until one takes half of BATCH_MS
 CHECKED_PER_BATCH = 8  # calls of a verified batch whose outputs are checked (all of them, in a smaller batch)
@@ -87,6 +92,10 @@ class ShortBatch:
 
     calls: int
     wall_ms: float
+
+    def implied(self, cap: int) -> int:
+        """The batch that would take about BATCH_MS at this one's speed, within `cap`."""
+        return max(self.calls + 1, min(cap, math.ceil(self.calls * BATCH_MS / max(self.wall_ms, 1e-3))))
 
 
 # Seeds' inputs, written into the timed worker stacked (a row per seed): where they are.
@@ -180,14 +189,17 @@ class Timer:
     def _fed(self, seeds: list[int]) -> list[TensorRef] | None:
         return self.feed(seeds) if self.feed is not None else None
 
-    def warm_up(self, size: bool = False) -> Reply:
-        """Untimed calls; with `size`, then the batch sized (`size_batch`). The failed reply, if one failed."""
-        seeds = [self.seed() for _ in range(self.plan.warmup)]
+    def warm_up(self, size: bool = False, calls: int | None = None) -> Reply:
+        """Untimed calls (the plan's warm-up, or `calls`); with `size`, then the batch sized
+        (`size_batch`), with the run's other workers quiet as for timed calls (a batch sized
+        while they ran came out too small for the quiet window). The failed reply, if one failed."""
+        seeds = [self.seed() for _ in range(self.plan.warmup if calls is None else calls)]
         warm = self.worker.request(Command(op="warmup", seeds=seeds, fed=self._fed(seeds[-1:]) if seeds else None),
                                    self.phase)
         if not warm.ok or not size or self.cap == 1:
             return warm
-        return self.size_batch(warm.elapsed_ms)
+        with self.quiet():
+            return self.size_batch(warm.elapsed_ms)
 
     def size_batch(self, warm_ms: float | None) -> Reply:
         """Calls per timed command, so that one takes about BATCH_MS by the parent's clock: one,

@@ -212,7 +212,7 @@ class Reply(BaseModel):
     # timed: the worker's own clock around its forward calls (all of them); warmup: its fastest
     # call; settle: see Command
     elapsed_ms: CallMillis | None = None
-    profile: Profile | None = None  # profile: what the last profiled timed call ran
+    profile: Profile | None = None  # profile: what the last profiled timed command ran
     floor: HardwareFloor | None = None
     threads_alive: int = 0  # Python threads besides the main one after the command
 

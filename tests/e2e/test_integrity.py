@@ -27,7 +27,7 @@ EXPECTED = {
     "tiny_relu/forged_timing.py": ("ok", "timing_disagrees"),
     "tiny_relu/forged_quick.py": ("ok", "timing_disagrees"),  # a call quicker than the bound's slack, timed in batches
     "tiny_relu/quick_twin.py": ("ok", None),
-    "tiny_relu/slow_while_sized.py": ("ok", "timing_disagrees"),  # then quick: timed again in the largest batches
+    "tiny_relu/slow_while_sized.py": ("ok", "timing_disagrees"),  # then quick: timed again in larger batches
     "tiny_relu/forged_channel.py": ("crash", None),
     "tiny_relu/silent_failure.py": ("crash", None),  # a bare {"ok": false}: a broken message, not a harness error
     "tiny_relu/zero_time.py": ("crash", None),  # a time of 0 ms: a broken message, not a zero median
@@ -109,8 +109,8 @@ def test_a_forged_time_on_calls_quicker_than_the_slack_gains_nothing(judged):
     twin, forged, dodger = (judged[f"tiny_relu/{name}.py"] for name in ("quick_twin", "forged_quick", "slow_while_sized"))
     assert twin["timing"]["calls_per_sample"] > 100 and forged["timing"]["calls_per_sample"] > 100
     # Slow while its batch was sized (a batch of one), quick after: its batches ran short of the
-    # bound's length, so it was timed again in batches as large as the problem allows.
-    assert dodger["timing"]["calls_per_sample"] >= twin["timing"]["calls_per_sample"]
+    # bound's length, so it was timed again in batches sized by its quick calls (or the cap).
+    assert dodger["timing"]["calls_per_sample"] > 100
     for cheat in (forged, dodger):
         assert 0.6 < timed_ms(cheat) / timed_ms(twin) < 1.6, cheat["candidate"]  # its honest speed, within noise
 

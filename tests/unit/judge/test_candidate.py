@@ -3,6 +3,7 @@
 import contextlib
 import os
 import random
+import time
 
 import pytest
 
@@ -89,7 +90,8 @@ def test_the_candidate_warms_up_right_before_its_first_timed_call():
 def test_where_calls_are_batched_the_reference_is_recalibrated_at_the_candidates_batch():
     """A command's overhead is shared by its calls: where the reference's calls are timed many to
     a command, the candidate's batch is sized first (after its warm-up; here one call: its call is
-    long), and the reference recalibrated at that batch before the candidate's timing."""
+    long), and the reference recalibrated at that batch before the candidate's timing. Timed one
+    call to a command after all, the candidate warms up again after that pause, with one call."""
     events: list = []
     run, worker = timing_phase("cpu", events)
     run.reference.batch, run.reference.batch_cap = 64, 256
@@ -98,7 +100,46 @@ def test_where_calls_are_batched_the_reference_is_recalibrated_at_the_candidates
         run._time(worker, None)
     assert events == [("reference", "inputs"), ("candidate", "warmup"),
                       ("candidate", "stopped"), ("reference", "recalibrate at 1"), ("candidate", "resumed"),
+                      ("reference", "inputs"), ("candidate", "warmup"),
                       ("reference", "inputs"), ("candidate", "timed")]
+
+
+class Quickening(Recording):
+    """A candidate slow while its batch is sized (half a millisecond a call), quicker after each
+    of the reference's recalibrations; the phase stops at its first command of `stop_at` calls."""
+
+    def __init__(self, events: list, stop_at: int):
+        super().__init__("candidate", events, warm_ms=1e-6)  # it says its calls take a nanosecond
+        self.stop_at = stop_at
+
+    def request(self, command, phase):
+        if command.op == "profile":
+            return Reply(ok=True, profile=Profile(ops=[]))
+        if command.op != "timed":
+            return super().request(command, phase)
+        self.events.append((self.name, f"timed {command.calls}"))
+        if command.calls == self.stop_at:
+            raise Stop
+        recalibrations = sum(e[1].startswith("recalibrate") for e in self.events)
+        time.sleep((0.0005, 0.00001, 0.000001)[min(recalibrations, 2)] * command.calls)
+        return Reply(ok=True, elapsed_ms=1e-6 * command.calls, outputs=[])
+
+
+def test_batches_that_run_short_of_the_bound_are_timed_again_larger_then_at_the_cap():
+    """Quicker in its timed calls than while its batch was sized: timed again at the batch its short
+    command implies (reference recalibrated at it first); short again, at the cap."""
+    events: list = []
+    run, _ = timing_phase("cpu", events)
+    run.reference.batch, run.reference.batch_cap = 64, 4096
+    worker = Quickening(events, stop_at=4096)
+    run._copy_checked_call = lambda *args: None  # nothing verified: only the batch sizes matter here
+    with pytest.raises(Stop):
+        run._time(worker, None)
+    recalibrated = [int(e[1].rsplit(" ", 1)[1]) for e in events if e[1].startswith("recalibrate")]
+    timed = [int(e[1].split()[1]) for e in events if e[1].startswith("timed ")]
+    sized, resized = recalibrated[0], recalibrated[1]
+    assert 1 < sized < resized < 4096 and recalibrated[2:] == [4096]
+    assert timed[-1] == 4096 and sized in timed and resized in timed and set(timed) <= {1, 8, 64, sized, resized, 4096}
 
 
 def test_on_a_gpu_the_reference_recalibrates_with_the_candidate_stopped_and_the_device_idle_around_it():

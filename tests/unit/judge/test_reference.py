@@ -80,7 +80,16 @@ def test_a_batched_recalibration_makes_as_many_commands_as_fit_the_budget_at_tha
     to a command (20 ms each) makes the fewest."""
     runner, plans = recalibrating(0.2, [1.0] * 50, device="cpu")
     runner.recalibrate(100)
-    assert plans[0].fixed == reference.RECALIBRATION_CALLS[0]
+    assert plans[0].fixed == reference.UNTIMED_CALLS + reference.SURELY_FASTER_CALLS
+
+
+def test_a_batched_recalibration_can_correct_for_drift():
+    """The quick problems batches are for are those whose first timing drifts most: a batched
+    recalibration makes enough commands for `surely_faster` to trust."""
+    runner, _ = recalibrating(0.2, [1.0] * 50, device="cpu")
+    runner.timing = times(*[0.3] * 20)
+    recalibration = runner.recalibrate(100)
+    assert surely_faster(runner.timing, recalibration.timing) is recalibration.timing
 
 
 def times(*samples_ms: float):
@@ -195,6 +204,22 @@ def test_a_cpu_batch_is_capped_by_the_bytes_a_command_may_carry(tiny_reference):
     per_call = 2 * 64 * 256 * 4
     assert tiny_reference._batch_cap() == min(reference.MAX_BATCH_CALLS, reference.BATCH_BYTES // per_call)
     assert tiny_reference.output_bytes == per_call // 2
+
+
+def test_outputs_whose_shape_changes_from_seed_to_seed_are_never_batched(tmp_path):
+    """They cannot be stacked a row per call: such a problem's calls are timed one to a command."""
+    (tmp_path / "nonzero.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n    def forward(self, x):\n        return torch.nonzero(x > 0)\n\n"
+        "def get_inputs():\n    return [torch.randn(64)]\n\n"
+        "def get_init_inputs():\n    return []\n")
+    problem = next(iter(discover_problems(tmp_path)))
+    runner = ReferenceRunner(problem, EvalConfig(device="cpu"), tmp_path / "key")
+    try:
+        runner.load()
+        assert runner._batch_cap() == 1
+    finally:
+        runner.close()
 
 
 def test_inputs_fed_for_a_batch_are_read_back_per_call_and_only_changed_ones_copied(tiny_reference):

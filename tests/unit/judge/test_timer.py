@@ -1,6 +1,7 @@
 """The parent's timing phase: statistics with the median's interval, when adaptive timing stops,
 which calls are checked and profiled, and how far a worker's reported times are believed."""
 
+import contextlib
 import random
 import statistics
 import time
@@ -271,6 +272,28 @@ def test_a_batch_is_sized_by_the_parents_clock_to_take_about_the_batch_time():
     slow = FakeWorker()
     one = Timer(slow, plan(), random.Random(8), cap=1000)
     assert one.size_batch(warm_ms=BATCH_MS).ok and one.batch == 1 and not slow.commands  # a long call is its own batch
+
+
+def test_the_batch_is_sized_with_the_runs_other_workers_quiet_as_for_timed_calls():
+    """Sized while other lanes run, a batch comes out too small for the quiet window it is timed in."""
+    quiet, worker = [], FakeWorker(call_s=0.0005)
+
+    @contextlib.contextmanager
+    def held():
+        quiet.append(len(worker.commands))
+        yield
+        quiet.append(len(worker.commands))
+
+    timer = Timer(worker, plan(warmup=2), random.Random(8), quiet=held, cap=1000)
+    assert timer.warm_up(size=True).ok and timer.batch > 1
+    assert worker.commands[0].op == "warmup" and quiet == [1, len(worker.commands)]  # the sizing, not the warm-up
+
+
+def test_a_short_batch_implies_the_batch_that_would_take_the_batch_time():
+    assert ShortBatch(calls=4, wall_ms=2.0).implied(cap=1000) == 40
+    assert ShortBatch(calls=4, wall_ms=2.0).implied(cap=16) == 16
+    assert ShortBatch(calls=4, wall_ms=0.0).implied(cap=1000) == 1000
+    assert ShortBatch(calls=4, wall_ms=BATCH_MS / 2 - 0.01).implied(cap=1000) > 8  # always larger
 
 
 def test_a_batch_too_short_for_the_bound_stops_a_timing_that_insists():
