@@ -26,9 +26,11 @@ from .timer import Feed, Timed, Timer, TimingPlan, timing_stats
 TRIAL_SEED_OFFSET = 1000  # correctness trials' inputs use seeds apart from the init seed
 KEPT_SHARE = 0.25  # of the device's memory (or the host's, on a CPU run) for expected outputs kept for reuse
 DEGENERATE_CHECK_BYTES = 1 << 28  # trial outputs up to this size are also checked for a degenerate problem
-# Reference calls that measure the harness's per-call overhead right before a candidate's timing:
-# as many as fit in a few milliseconds of the reference's time, within bounds (a forger gains the
-# spread of these, so a quick kernel gets more of them), after some that are not counted.
+# Reference commands that measure the harness's per-call overhead right before a candidate's
+# timing: as many as fit in a few milliseconds of the reference's time, within bounds (a forger
+# gains the spread of these, so a quick kernel gets more of them; a quick reference timed in
+# batches, at least as many as drift correction needs, see `recalibrate`), after some that are
+# not counted.
 RECALIBRATION_CALLS = (4, 24)
 RECALIBRATION_BUDGET_MS = 20.0
 # On a GPU the first calls after the reference sat idle are the slowest (on an H100 the first
@@ -207,15 +209,16 @@ class ReferenceRunner:
         BATCH_BYTES, and no more than MAX_BATCH_CALLS; one where the outputs' shapes or dtypes
         change from seed to seed (nonzero, unique), which cannot be stacked a row per call.
         Measured on the first two correctness trials, kept (within the memory budget) for the
-        first candidate, which then need not wait for them."""
-        specs, per_call = [], 1
+        first candidate where it makes them, which then need not wait for them."""
+        specs, cap = [], MAX_BATCH_CALLS
         for trial in range(2):
-            with self.expected(self.config.seed + TRIAL_SEED_OFFSET + trial, keep=True) as (outputs, inputs):
+            with self.expected(self.config.seed + TRIAL_SEED_OFFSET + trial,
+                               keep=trial < self.config.correctness_trials) as (outputs, inputs):
                 specs.append([(t.shape, t.dtype) for t in outputs])
-                per_call = max(per_call, sum(t.nbytes for t in outputs + inputs))
-        if specs[0] != specs[1]:
-            return 1
-        return max(1, min(MAX_BATCH_CALLS, BATCH_BYTES // per_call))
+                cap = min(cap, BATCH_BYTES // max(1, sum(t.nbytes for t in outputs + inputs)))
+            if cap <= 1:
+                return 1  # the second trial would change nothing
+        return cap if specs[0] == specs[1] else 1
 
     def _time(self, plan: TimingPlan, profiled: int, warm_up: bool = False, size: bool = False,
               batch: int | None = None) -> Timed:
@@ -254,10 +257,11 @@ class ReferenceRunner:
         """The harness's per-call overhead and the reference's own time as measured right now,
         with the machine's current load: a few reference commands timed the way a candidate's
         are, `batch` calls each (the candidate's: a command's overhead is shared by its calls).
-        Batched, as many commands as `surely_faster` needs at least: the quick problems batches
-        are for are the ones whose first timing drifts most."""
+        A reference quick enough to be timed in batches itself gets as many commands as
+        `surely_faster` needs at least: quick problems are the ones whose first timing drifts
+        most (a slow one recalibrated at a quick candidate's batch would pay seconds for them)."""
         fewest, most = RECALIBRATION_CALLS
-        if batch > 1:
+        if batch > 1 and self.batch > 1:
             fewest = max(fewest, UNTIMED_CALLS + SURELY_FASTER_CALLS)
         commands = max(fewest, min(most, int(RECALIBRATION_BUDGET_MS / max(self.timing.median_ms * batch, 1e-3))))
         uncounted = self._warm_calls()

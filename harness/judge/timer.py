@@ -95,7 +95,7 @@ class ShortBatch:
 
     def implied(self, cap: int) -> int:
         """The batch that would take about BATCH_MS at this one's speed, within `cap`."""
-        return max(self.calls + 1, min(cap, math.ceil(self.calls * BATCH_MS / max(self.wall_ms, 1e-3))))
+        return min(cap, math.ceil(self.calls * BATCH_MS / max(self.wall_ms, 1e-3)))
 
 
 # Seeds' inputs, written into the timed worker stacked (a row per seed): where they are.

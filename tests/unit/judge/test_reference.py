@@ -21,7 +21,7 @@ def recalibrating(median_ms: float, overheads: list[float], device: str = "cuda"
     """A reference runner timed at `median_ms` whose next timed calls show `overheads`; and the
     plans it was asked to time."""
     runner = ReferenceRunner.__new__(ReferenceRunner)  # no worker: only the recalibration runs
-    runner.config = EvalConfig(device=device)
+    runner.config, runner.batch = EvalConfig(device=device), 1
     runner.timing = TimingStats(median_ms=median_ms, iqr_ms=0, mean_ms=median_ms, min_ms=median_ms, max_ms=median_ms,
                                 n=1, samples_ms=[median_ms], clock="perf_counter")
     plans = []
@@ -75,19 +75,25 @@ def test_the_recalibration_times_the_reference_on_its_counted_calls():
     assert recalibration.timing.n == len(recalibration.overhead_ms) - 1
 
 
-def test_a_batched_recalibration_makes_as_many_commands_as_fit_the_budget_at_that_batch():
+def test_a_batched_recalibration_counts_commands_and_makes_at_least_those_drift_correction_needs():
     """Its commands, not its calls, are what the budget counts: a 0.2 ms reference timed 100 calls
-    to a command (20 ms each) makes the fewest."""
+    to a command (20 ms each) makes the fewest a batched reference gets. A 20 ms reference,
+    itself timed one call to a command, recalibrated at a quick candidate's batch of 100 (2 s a
+    command) makes the fewest of all."""
     runner, plans = recalibrating(0.2, [1.0] * 50, device="cpu")
+    runner.batch = 100
     runner.recalibrate(100)
     assert plans[0].fixed == reference.UNTIMED_CALLS + reference.SURELY_FASTER_CALLS
+    runner, plans = recalibrating(20.0, [1.0] * 50, device="cpu")
+    runner.recalibrate(100)
+    assert plans[0].fixed == reference.RECALIBRATION_CALLS[0]
 
 
 def test_a_batched_recalibration_can_correct_for_drift():
     """The quick problems batches are for are those whose first timing drifts most: a batched
     recalibration makes enough commands for `surely_faster` to trust."""
     runner, _ = recalibrating(0.2, [1.0] * 50, device="cpu")
-    runner.timing = times(*[0.3] * 20)
+    runner.timing, runner.batch = times(*[0.3] * 20), 100
     recalibration = runner.recalibrate(100)
     assert surely_faster(runner.timing, recalibration.timing) is recalibration.timing
 
@@ -204,6 +210,21 @@ def test_a_cpu_batch_is_capped_by_the_bytes_a_command_may_carry(tiny_reference):
     per_call = 2 * 64 * 256 * 4
     assert tiny_reference._batch_cap() == min(reference.MAX_BATCH_CALLS, reference.BATCH_BYTES // per_call)
     assert tiny_reference.output_bytes == per_call // 2
+
+
+def test_the_cap_keeps_only_the_trials_a_candidate_makes_and_stops_at_one_call(tiny_reference, monkeypatch):
+    asked, expected = [], tiny_reference.expected
+
+    def noting(seed, keep=False):
+        asked.append(keep)
+        return expected(seed, keep=keep)
+
+    monkeypatch.setattr(tiny_reference, "expected", noting)
+    monkeypatch.setattr(tiny_reference, "config", tiny_reference.config.model_copy(update={"correctness_trials": 1}))
+    assert tiny_reference._batch_cap() > 1 and asked == [True, False]  # no candidate makes a second trial
+    asked.clear()
+    monkeypatch.setattr(reference, "BATCH_BYTES", 1)
+    assert tiny_reference._batch_cap() == 1 and len(asked) == 1  # one call whatever the second trial says
 
 
 def test_outputs_whose_shape_changes_from_seed_to_seed_are_never_batched(tmp_path):

@@ -293,7 +293,7 @@ def test_a_short_batch_implies_the_batch_that_would_take_the_batch_time():
     assert ShortBatch(calls=4, wall_ms=2.0).implied(cap=1000) == 40
     assert ShortBatch(calls=4, wall_ms=2.0).implied(cap=16) == 16
     assert ShortBatch(calls=4, wall_ms=0.0).implied(cap=1000) == 1000
-    assert ShortBatch(calls=4, wall_ms=BATCH_MS / 2 - 0.01).implied(cap=1000) > 8  # always larger
+    assert ShortBatch(calls=4, wall_ms=BATCH_MS / 2 - 0.01).implied(cap=1000) > 8  # a short one: more than twice as large
 
 
 def test_a_batch_too_short_for_the_bound_stops_a_timing_that_insists():
