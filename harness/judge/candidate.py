@@ -398,7 +398,8 @@ class CandidateRun:
         self.observed.wall_ms_per_call = round(statistics.median(measured.wall_ms), 6)
         self.observed.reference_wall_ms_per_call = round(statistics.median(self.reference.timed.wall_ms), 6)
         self.observed.reference_recalibrated_timing = surely_faster(self.reference.timing, recalibration.timing)
-        self.observed.timing_bound = timing_bound(measured, recalibration.overhead_ms, self.config.device)
+        self.observed.timing_bound = timing_bound(measured, recalibration.overhead_ms, recalibration.commit_ms,
+                                                  self.config.device)
         vouched, disagreement = vouched_median(measured.reported_ms, self.observed.timing_bound)
         if disagreement:
             self.observed.note(Flag.timing_disagrees, disagreement)

@@ -89,6 +89,7 @@ class Recalibration:
     """Reference calls timed right before a candidate's timing."""
 
     overhead_ms: list[float]  # per call, what the parent's clock saw beyond the reported time
+    commit_ms: list[float]  # per call, the part of it the commit of the outputs took
     timing: TimingStats  # the reference's own time on those calls but the first
 
 
@@ -269,7 +270,7 @@ class ReferenceRunner:
                            batch=batch)
         # Only these: the reference's own timing ran when the lane was busier (the next worker
         # booting beside it), and an overhead taken then is larger than a candidate's now.
-        return Recalibration(overhead_ms=timed.overhead_ms[uncounted:],
+        return Recalibration(overhead_ms=timed.overhead_ms[uncounted:], commit_ms=timed.commit_ms[uncounted:],
                              timing=timing_stats(timed.reported_ms[max(uncounted, UNTIMED_CALLS):], self.clock,
                                                  timed.stopped, timed.batch))
 

@@ -124,7 +124,8 @@ class Timed:
     """What a timing phase produced: per unprofiled call the worker's time and the parent's."""
 
     reported_ms: list[float] = field(default_factory=list)
-    wall_ms: list[float] = field(default_factory=list)
+    wall_ms: list[float] = field(default_factory=list)  # the command and its outputs' commit
+    commit_ms: list[float] = field(default_factory=list)  # the commit alone
     profiles: list[Profile] = field(default_factory=list)
     profiled_wall_ms: list[float] = field(default_factory=list)  # the parent's clock around the profiled calls
     stopped: str = "max_trials"
@@ -283,24 +284,29 @@ class Timer:
 
     def _call(self, timed: Timed | None, seeds: list[int],
               profile: bool) -> tuple[Reply, list[TensorRef] | None, float]:
-        """One timed command, a call per seed: recorded per call in `timed` (None: not recorded)
-        if it succeeded; where its inputs were fed (if they were), and its time by the parent's
-        clock. Fed inputs go with no seeds."""
-        fed = self._fed(seeds)
-        command = Command(op="timed", seeds=[] if fed is not None else seeds, calls=len(seeds), fed=fed,
-                          profile=profile)
+        """One timed command, a call per seed, then the commit of its outputs: recorded per call
+        in `timed` (None: not recorded) if both succeeded; the reply (with the committed
+        outputs), where its inputs were fed (if they were), and its time by the parent's clock,
+        the commit's included. Fed inputs go with no seeds."""
+        fed, calls = self._fed(seeds), len(seeds)
+        command = Command(op="timed", seeds=[] if fed is not None else seeds, calls=calls, fed=fed, profile=profile)
         sent = time.perf_counter()
         reply = self.worker.request(command, self.phase)
-        wall_ms = (time.perf_counter() - sent) * 1000
+        committing = time.perf_counter()
+        if reply.ok:
+            committed = self.worker.request(Command(op="commit", calls=calls), self.phase)
+            reply = reply.model_copy(update={"outputs": committed.outputs}) if committed.ok else committed
+        done = time.perf_counter()
+        wall_ms, commit_ms = (done - sent) * 1000, (done - committing) * 1000
         if not reply.ok or timed is None:
             return reply, fed, wall_ms
         timed.threads_alive = max(timed.threads_alive, reply.threads_alive)
-        calls = len(seeds)
         if profile:  # its profile is asked for next (`_profile`)
             timed.profiled_wall_ms.append(wall_ms / calls)
         else:
             timed.reported_ms.append(reply.elapsed_ms / calls)
             timed.wall_ms.append(wall_ms / calls)
+            timed.commit_ms.append(commit_ms / calls)
         return reply, fed, wall_ms
 
     def _profile_calls(self, count: int) -> set[int]:
@@ -335,9 +341,11 @@ def spread_of(samples: list[float]) -> float:
     return statistics.median(abs(x - middle) for x in samples)
 
 
-def timing_bound(timed: Timed, reference_overhead_ms: list[float], device: str) -> TimingBound:
+def timing_bound(timed: Timed, reference_overhead_ms: list[float], reference_commit_ms: list[float],
+                 device: str) -> TimingBound:
     """The bound a model's reported times are held to: the reference's per-call overhead just
-    before, this model's, and the slack (the reference's spread, at least scheduling jitter)."""
+    before and the part of it its outputs' commit took, this model's, and the slack (the
+    reference's spread, at least scheduling jitter)."""
     # Jitter seen on the reference's quick calls, and on this model's own calls (a busy machine): a
     # worker that adds jitter of its own to widen the slack pays at least as much in its median.
     # The least slack is a timed command's, shared by the calls of a batch.
@@ -345,16 +353,32 @@ def timing_bound(timed: Timed, reference_overhead_ms: list[float], device: str) 
                 spread_of(timed.wall_ms))
     # Nine decimals: a batch's per-call values are microseconds, which six would cut to a few digits.
     return TimingBound(reference_overhead_ms=[round(x, 9) for x in reference_overhead_ms],
-                       overhead_ms=[round(x, 9) for x in timed.overhead_ms], slack_ms=round(slack, 9))
+                       overhead_ms=[round(x, 9) for x in timed.overhead_ms], slack_ms=round(slack, 9),
+                       reference_commit_ms=[round(x, 9) for x in reference_commit_ms],
+                       commit_ms=[round(x, 9) for x in timed.commit_ms])
+
+
+def harness_overhead_ms(bound: TimingBound) -> list[float]:
+    """Per call of the model, the harness's own share of what the parent saw: the reference's
+    median overhead, but of its outputs' commit no more than this call's commit took. A worker
+    can write its outputs where the commit would put them as it computes them and skip the
+    commit: a forged time then gained the commit the reference pays (up to 23x on the tiny relu,
+    whose 64 KB commit costs about as much as its call)."""
+    overhead = statistics.median(bound.reference_overhead_ms) if bound.reference_overhead_ms else 0.0
+    if not bound.reference_commit_ms or not bound.commit_ms:  # a record from before the commit was timed apart
+        return [overhead] * len(bound.overhead_ms)
+    commit = statistics.median(bound.reference_commit_ms)
+    return [overhead - commit + min(own, commit) for own in bound.commit_ms]
 
 
 def vouched_median(reported_ms: list[float], bound: TimingBound) -> tuple[float, str | None]:
     """The median as far as the parent's clock vouches for it, and why it differs from the
     reported one when it does materially. Per call: no less than the parent's wall time less the
-    reference's median overhead and the slack."""
-    overhead = statistics.median(bound.reference_overhead_ms) if bound.reference_overhead_ms else 0.0
-    slack = bound.slack_ms
-    vouched = statistics.median(r + max(0.0, seen - overhead - slack) for r, seen in zip(reported_ms, bound.overhead_ms))
+    harness's overhead (`harness_overhead_ms`) and the slack."""
+    slack, harness_ms = bound.slack_ms, harness_overhead_ms(bound)
+    vouched = statistics.median(r + max(0.0, seen - own - slack)
+                                for r, seen, own in zip(reported_ms, bound.overhead_ms, harness_ms))
+    overhead = statistics.median(harness_ms)
     reported = statistics.median(reported_ms)
     if vouched <= reported * DISAGREE_FACTOR or vouched - reported <= slack:
         return max(vouched, reported), None

@@ -230,6 +230,7 @@ class Session:
         self.buffer, self.feed = buffer, feed
         self.dtype = PRECISION_DTYPES[job.precision]
         self.held: list[torch.Tensor] = []  # what the parent may be reading: kept until the next command
+        self.uncommitted: list[list[torch.Tensor]] = []  # the last timed command's outputs, a list per call, until `commit`
         self.timed_model = torch.compile(model) if job.compile_baseline else model
         self.flush = flush_buffer() if job.device == "cuda" else None
         self.unsummarized: tuple[float, torch.autograd.profiler.profile] | None = None  # the last profiled timed call
@@ -358,7 +359,15 @@ class Session:
         if not alike(per_call):
             raise NotPlainTensor("forward returned tensors of other shapes or dtypes from one call to the next")
         self.held = [tensor for outputs in per_call for tensor in outputs]
+        self.uncommitted = per_call
         return elapsed, per_call
+
+    def committed(self) -> list[list[torch.Tensor]]:
+        """The last timed command's outputs, handed over once (`commit`)."""
+        if not self.uncommitted:
+            raise RuntimeError("no timed outputs to commit")
+        per_call, self.uncommitted = self.uncommitted, []
+        return per_call
 
     def timed_inputs(self, command: Command) -> list[list]:
         """A timed command's inputs, a list per call: rows of the fed ones, or made from its seeds."""
@@ -477,9 +486,12 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
         session.release()  # another algorithm's workspace is not kept beside this one's
         send_model(conn, Reply(ok=True))
     elif command.op == "timed":
-        elapsed, per_call = session.timed(command)
+        elapsed, _ = session.timed(command)
+        send_model(conn, Reply(ok=True, elapsed_ms=elapsed, threads_alive=threads_alive()))
+    elif command.op == "commit":
+        per_call = session.committed()
         outputs = describe(per_call[0], session.buffer) if len(per_call) == 1 else session.buffer.write_stacked(per_call)
-        send_model(conn, Reply(ok=True, elapsed_ms=elapsed, outputs=outputs, threads_alive=threads_alive()))
+        send_model(conn, Reply(ok=True, outputs=outputs))
         if session.job.device != "cuda":
             # In the commit buffer now: freed after the reply rather than inside the next timed
             # call, as the reference's are (its next command makes inputs), so the per-call
@@ -489,7 +501,7 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
         send_model(conn, Reply(ok=True, floor=session.hardware_floor(command.seed)))
 
 
-COMMAND_PHASES = {"trial": Phase.correctness, "inputs": Phase.timing, "warmup": Phase.timing, "timed": Phase.timing,
+COMMAND_PHASES = {"trial": Phase.correctness, "inputs": Phase.timing, "warmup": Phase.timing, "timed": Phase.timing, "commit": Phase.timing,
                   "profile": Phase.timing, "settle": Phase.timing, "floor": Phase.profile, "math": Phase.timing}
 
 

@@ -109,7 +109,7 @@ class TensorRef(BaseModel):
 
 
 class Command(BaseModel):
-    op: Literal["boot", "job", "trial", "inputs", "warmup", "timed", "profile", "settle", "floor", "math", "exit"]
+    op: Literal["boot", "job", "trial", "inputs", "warmup", "timed", "commit", "profile", "settle", "floor", "math", "exit"]
     job: WorkerJob | None = None  # job: what to load
     # boot (before the job, no reply): import what loading a reference needs while booting
     seed: int = 0  # trial, floor: the inputs are the problem's get_inputs() after this seed
@@ -117,7 +117,9 @@ class Command(BaseModel):
     fed: list[TensorRef] | None = None
     seeds: list[int] = []  # warmup: one untimed call per seed; inputs: one set of inputs per seed; timed: see `calls`
     # timed: forward calls timed back to back, each on its own inputs (from `seeds` when none are
-    # fed); fed inputs, and the outputs of more than one call, are stacked (one row per call)
+    # fed); fed inputs are stacked (one row per call). commit: the last timed command's `calls`
+    # calls' outputs, described only now (stacked for more than one call), so that the parent's
+    # clock sees writing them apart from the calls (judge/timer.py, vouched_median)
     calls: int = Field(1, ge=1)
     sizes: dict[str, int] | None = None  # trial: other values for the problem's input-size constants
     profile: bool = False  # timed: run this call under the profiler (its profile is asked for next: `profile`)
@@ -220,17 +222,18 @@ class Reply(BaseModel):
 REPLY = TypeAdapter(Reply)
 # What a successful reply to each command must carry; anything else is a broken (or forged) message.
 REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs", "form"), "inputs": (), "warmup": (),
-                   "timed": ("elapsed_ms", "outputs"), "profile": ("profile",), "settle": (), "floor": ("floor",), "math": ()}
+                   "timed": ("elapsed_ms",), "commit": ("outputs",), "profile": ("profile",), "settle": (), "floor": ("floor",),
+                   "math": ()}
 
 
 def fits(command: Command, reply: Reply) -> bool:
-    """Whether a reply carries what its command asks for: the outputs of a timed command of
-    several calls stacked, a row per call."""
+    """Whether a reply carries what its command asks for: the committed outputs of a timed
+    command of several calls stacked, a row per call."""
     if not reply.ok:
         return True
     if not all(getattr(reply, field) is not None for field in REQUIRED_FIELDS[command.op]):
         return False
-    return command.op != "timed" or command.calls == 1 or all(ref.shape[:1] == [command.calls] for ref in reply.outputs)
+    return command.op != "commit" or command.calls == 1 or all(ref.shape[:1] == [command.calls] for ref in reply.outputs)
 
 
 def says_why(reply: Reply) -> bool:

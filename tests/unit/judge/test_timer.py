@@ -49,14 +49,15 @@ class FakeWorker:
 
     def request(self, command, phase):
         self.ops.append(command.op)
+        if command.op == "commit":  # the last timed command's outputs
+            return Reply(ok=True, outputs=[ref(command.calls, 2)] if command.calls > 1 else [ref(2)])
         if command.op == "profile":
             self.summarized.append(len(self.commands))
             time.sleep(self.summary_s)
             return Reply(ok=True, profile=Profile(ops=["aten::relu"], elapsed_ms=self.elapsed_ms * self.commands[-1].calls))
         self.commands.append(command)
         time.sleep(self.call_s * command.calls)
-        outputs = [ref(command.calls, 2)] if command.calls > 1 else [ref(2)]
-        return Reply(ok=True, elapsed_ms=self.elapsed_ms * command.calls, outputs=outputs)
+        return Reply(ok=True, elapsed_ms=self.elapsed_ms * command.calls)
 
 
 def plan(**change):
@@ -198,7 +199,7 @@ def test_a_check_that_objects_stops_the_timing():
 
 
 def vouched(timed: Timed, reference_overhead_ms: list[float]) -> tuple[float, str | None]:
-    return vouched_median(timed.reported_ms, timing_bound(timed, reference_overhead_ms, "cpu"))
+    return vouched_median(timed.reported_ms, timing_bound(timed, reference_overhead_ms, [], "cpu"))
 
 
 def test_reported_times_are_believed_as_far_as_the_parents_clock_allows():
@@ -216,7 +217,7 @@ def test_the_bound_is_kept_as_evidence_that_gives_the_same_median_again():
     """Each call's overhead in call order, the reference's, and the slack: enough to check a flag
     (or its absence) from the stored result alone."""
     forged = Timed(reported_ms=[0.001, 0.002, 0.001], wall_ms=[5.6, 5.7, 5.5])
-    bound = timing_bound(forged, [0.6, 0.62, 0.58], "cpu")
+    bound = timing_bound(forged, [0.6, 0.62, 0.58], [], "cpu")
     assert bound.overhead_ms == [5.599, 5.698, 5.499] and bound.reference_overhead_ms == [0.6, 0.62, 0.58]
     assert bound.slack_ms == 1.0  # the CPU's least slack, above four deviations of the reference's
     stored = TimingBound.model_validate_json(bound.model_dump_json())
@@ -307,10 +308,38 @@ def test_a_batch_too_short_for_the_bound_stops_a_timing_that_insists():
         assert objection is None and len(timed.reported_ms) == 10
 
 
+def test_each_timed_command_is_followed_by_the_commit_of_its_outputs_timed_apart():
+    class SlowCommit(FakeWorker):
+        def request(self, command, phase):
+            if command.op == "commit":
+                time.sleep(0.004)
+            return super().request(command, phase)
+
+    worker = SlowCommit()
+    timed, _ = Timer(worker, plan(fixed=3), random.Random(5), batch=4, cap=4).run(check=lambda calls: None, profiled=0)
+    assert worker.ops == ["timed", "commit"] * 3 and [c.calls for c in worker.commands] == [4] * 3
+    assert all(0.001 <= c <= w for c, w in zip(timed.commit_ms, timed.wall_ms))  # per call: 4 ms over 4 calls
+
+
+def test_a_commit_skipped_gains_a_forger_nothing():
+    """A worker that writes its outputs where the commit would put them, as it computes them,
+    skips the commit the reference pays (about as long as a tiny relu's call): the bound
+    subtracts no more commit than the call's own."""
+    reference_overhead, reference_commit = [0.02] * 9, [0.01] * 9
+    honest = Timed(reported_ms=[0.03] * 9, wall_ms=[0.05] * 9, commit_ms=[0.01] * 9, batch=1000)
+    skipper = Timed(reported_ms=[1e-6] * 9, wall_ms=[0.04] * 9, commit_ms=[0.0] * 9, batch=1000)
+    for timed, least in ((honest, 0.03), (skipper, 0.0289)):  # its 0.03 ms of work, less the slack
+        bound = timing_bound(timed, reference_overhead, reference_commit, "cpu")
+        assert vouched_median(timed.reported_ms, bound)[0] >= least
+    stored = TimingBound.model_validate_json(timing_bound(skipper, reference_overhead, reference_commit,
+                                                          "cpu").model_dump_json())
+    assert stored.commit_ms == [0.0] * 9 and stored.reference_commit_ms == reference_commit
+
+
 def test_a_forged_time_in_a_batch_gains_at_most_the_slack_shared_by_its_calls():
     """Twenty calls of 1 ms each to a command, reported as 1 ns: the command's wall time vouches
     for all but the slack, a twentieth of a millisecond per call."""
     forged = Timed(reported_ms=[1e-7] * 9, wall_ms=[1.05] * 9, batch=20)
     median, why = vouched(forged, [0.05] * 5)
     assert 0.9 < median <= 1.0 and why
-    assert timing_bound(forged, [0.05] * 5, "cpu").slack_ms == 0.05
+    assert timing_bound(forged, [0.05] * 5, [], "cpu").slack_ms == 0.05

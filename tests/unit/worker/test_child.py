@@ -74,6 +74,18 @@ def test_a_timed_call_makes_its_inputs_from_the_seed_it_is_given(tmp_path):
     assert torch.equal(outputs[0], again[0]) and not torch.equal(outputs[0], other[0])
 
 
+def test_a_timed_commands_outputs_are_committed_once_when_asked_for(tmp_path):
+    """After the reply, apart from the timed calls, so that the parent's clock sees the commit
+    apart; asked for again (or before any timed command) it is the candidate's failure."""
+    worker = session(counting_problem(), tmp_path)
+    with pytest.raises(RuntimeError):
+        worker.committed()
+    _, per_call = worker.timed(Command(op="timed", seeds=[1, 2], calls=2))
+    assert worker.committed() is per_call
+    with pytest.raises(RuntimeError):
+        worker.committed()
+
+
 def test_a_fed_call_runs_on_what_the_parent_wrote_and_makes_no_inputs(tmp_path):
     """On a CPU run the reference makes a timed call's inputs and the parent writes them into the
     worker's feed file: the worker makes none, and is told no seed it could make them from."""

@@ -21,18 +21,20 @@ def test_a_failed_reply_must_say_what_failed():
 
 
 def test_a_successful_reply_carries_what_its_command_asks_for():
-    assert fits(Command(op="timed"), Reply(ok=True, elapsed_ms=1.0, outputs=[]))
+    assert fits(Command(op="timed"), Reply(ok=True, elapsed_ms=1.0))
     assert not fits(Command(op="timed"), Reply(ok=True, outputs=[]))
+    assert fits(Command(op="commit"), Reply(ok=True, outputs=[]))
+    assert not fits(Command(op="commit"), Reply(ok=True, elapsed_ms=1.0))
     assert fits(Command(op="settle"), Reply(ok=True))
 
 
 def test_a_batchs_outputs_must_come_stacked_a_row_per_call():
     stacked = TensorRef(dtype="float32", shape=[3, 2], stride=[2, 1], storage_offset=0, device="cpu")
     flat = TensorRef(dtype="float32", shape=[2], stride=[1], storage_offset=0, device="cpu")
-    assert fits(Command(op="timed", calls=3), Reply(ok=True, elapsed_ms=1.0, outputs=[stacked, stacked]))
-    assert not fits(Command(op="timed", calls=3), Reply(ok=True, elapsed_ms=1.0, outputs=[stacked, flat]))
-    assert not fits(Command(op="timed", calls=2), Reply(ok=True, elapsed_ms=1.0, outputs=[stacked]))
-    assert fits(Command(op="timed"), Reply(ok=True, elapsed_ms=1.0, outputs=[flat]))
+    assert fits(Command(op="commit", calls=3), Reply(ok=True, outputs=[stacked, stacked]))
+    assert not fits(Command(op="commit", calls=3), Reply(ok=True, outputs=[stacked, flat]))
+    assert not fits(Command(op="commit", calls=2), Reply(ok=True, outputs=[stacked]))
+    assert fits(Command(op="commit"), Reply(ok=True, outputs=[flat]))
 
 
 def test_a_row_of_a_stacked_tensor_reads_that_row_only():
