@@ -310,6 +310,14 @@ class CandidateRun:
         budget = self.reference.budget_left  # one budget for everything the parent keeps on the device
 
         def check(calls: list[Call]) -> Verdict | None:
+            if all(call.fed is None for call in calls):
+                return read(calls)
+            # Fed inputs and outputs read in one stop: a worker resumed between the two could tell
+            # from its caches which calls were read first, and mend what is read next.
+            with worker.stopped_all("its checked calls to be read during timing"):
+                return read(calls)
+
+        def read(calls: list[Call]) -> Verdict | None:
             fed = [(call.seed, call.fed) for call in calls if call.fed is not None]
             if fed and (verdict := self._fed_inputs_verdict(worker, fed, len(copies) + 1)):
                 return verdict

@@ -341,6 +341,7 @@ class Worker:
         self.buffer = CommitFile()  # the worker writes its CPU tensors here
         self._feed = CommitBuffer(sealed_memory_file("harness-feed"))  # and finds a timed call's inputs here (CPU runs)
         self._read_buffers = ReadBuffers()
+        self._held_stopped = False  # inside `stopped_all`: a block nested in it keeps the tree stopped
         parent_sock, child_sock = socket.socketpair()
         # The launcher reads end-of-file at its end once this process is gone, however it went (launch.py).
         launcher_end, self._lifeline = os.pipe()
@@ -574,13 +575,20 @@ class Worker:
 
     @contextlib.contextmanager
     def stopped_all(self, purpose: str) -> Iterator[None]:
-        """The worker's whole tree stopped (every thread of it) for the block."""
+        """The worker's whole tree stopped (every thread of it) for the block; one nested in
+        another resumes nothing at its end (what the outer block reads in several steps, the
+        worker sees none of before the last)."""
+        if self._held_stopped:
+            yield
+            return
         frozen: set[int] = set()
         try:
             if not processes.freeze(lambda: processes.tree(self.pid), frozen, STOP_WAIT_S):
                 raise self._stopped(StopReason.broke_protocol, f"worker's threads did not stop for {purpose}")
+            self._held_stopped = True
             yield
         finally:
+            self._held_stopped = False
             processes.signal_all(frozen, signal.SIGCONT)
 
     def feed(self, tensors: list[torch.Tensor], phase: str) -> list[TensorRef]:

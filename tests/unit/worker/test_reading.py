@@ -34,7 +34,7 @@ REWRITER = textwrap.dedent("""
 def worker_reading(code: str, *args: str) -> Worker:
     """A Worker's reading side over a commit buffer, its process running `code` (given the buffer)."""
     worker = Worker.__new__(Worker)  # only the process, the buffer and the read buffers are used
-    worker.buffer, worker.gpu, worker._read_buffers = CommitFile(), None, ReadBuffers()
+    worker.buffer, worker.gpu, worker._read_buffers, worker._held_stopped = CommitFile(), None, ReadBuffers(), False
     worker.process = subprocess.Popen([sys.executable, "-c", code, str(worker.buffer.fd), *args],
                                       pass_fds=[worker.buffer.fd], stdout=subprocess.PIPE)
     return worker
@@ -169,6 +169,19 @@ def test_a_timed_call_inputs_are_written_while_the_worker_is_stopped(monkeypatch
     finally:
         worker._feed.close()
         discard(worker)
+
+
+def test_reads_nested_in_one_stop_let_the_worker_go_on_only_after_the_last(parent):
+    """A checked call's fed inputs and outputs are read one after the other: the worker must not
+    run in between, where it could learn from the first which calls are checked."""
+    sent = [torch.randn(3, 5)]
+    refs = describe(sent, CommitBuffer(parent.buffer.fd))
+    with parent.stopped_all("test"):
+        for _ in range(2):
+            with parent.reading(refs, "test") as read:
+                assert torch.equal(read[0], sent[0])
+            assert processes.stopped(parent.pid)  # still, between the two reads
+    assert not processes.stopped(parent.pid)
 
 
 def test_tensors_passed_straight_on_are_read_in_place_with_the_worker_stopped_throughout(parent):
