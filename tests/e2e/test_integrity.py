@@ -112,7 +112,9 @@ def test_a_forged_time_on_calls_quicker_than_the_slack_gains_nothing(judged):
     # bound's length, so it was timed again in batches sized by its quick calls (or the cap).
     assert dodger["timing"]["calls_per_sample"] > 100
     for cheat in (forged, dodger):
-        assert 0.6 < timed_ms(cheat) / timed_ms(twin) < 1.6, cheat["candidate"]  # its honest speed, within noise
+        # Its honest speed, within noise and the batch's slack: on these memory-bound microsecond
+        # calls a forger keeps up to about half a call (docs/threat-model.md, "Not closed").
+        assert 0.5 < timed_ms(cheat) / timed_ms(twin) < 1.6, cheat["candidate"]
 
 
 def test_honest_candidates_carry_no_flags(judged):
