@@ -20,7 +20,6 @@ import random
 import re
 import stat
 import sys
-import threading
 import traceback
 import types
 from multiprocessing.connection import Connection
@@ -461,8 +460,14 @@ def build_model(job: WorkerJob, problem: types.ModuleType, model_cls: type) -> t
     return model
 
 
+_current_frames = sys._current_frames  # bound before candidate code could replace it
+
+
 def threads_alive() -> int:
-    return threading.active_count() - 1
+    """Python threads beside the worker's own: every thread with an interpreter state, those
+    started with `_thread.start_new_thread` too (threading.active_count misses them). A native
+    thread with no Python state is not seen here; its CPU time still counts on a CPU run."""
+    return len(_current_frames()) - 1
 
 
 def handle(conn: Connection, session: Session, command: Command) -> None:

@@ -1,6 +1,7 @@
 """Worker-side helpers: input casting per precision, plain-tensor outputs, parameter digests,
 when timing inputs are made, and pinning to the cores a worker was given."""
 
+import _thread
 import multiprocessing
 import os
 import subprocess
@@ -182,6 +183,28 @@ def test_worker_pins_every_thread_of_itself_to_the_cores_it_was_given_and_holds_
     pinned.clear()
     pin_to_cpus(None)
     assert pinned == []
+
+
+def test_threads_a_candidate_leaves_running_are_counted_however_they_were_started(monkeypatch):
+    before = child_module.threads_alive()
+    started, release, done = (_thread.allocate_lock() for _ in range(3))
+    for lock in (started, release, done):
+        lock.acquire()
+
+    def wait():
+        started.release()
+        with release:
+            pass
+        done.release()
+
+    _thread.start_new_thread(wait, ())  # never registered with threading
+    started.acquire()
+    monkeypatch.setattr(sys, "_current_frames", lambda: {})  # replaced after the worker started
+    try:
+        assert child_module.threads_alive() == before + 1
+    finally:
+        release.release()
+        done.acquire()
 
 
 def test_a_failure_shows_the_candidate_frames_not_the_workers_own(tmp_path):
