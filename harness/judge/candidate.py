@@ -29,7 +29,7 @@ from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped, g
 from ..worker.protocol import Command, ParamDigest, Reply, TensorRef
 from . import verdicts
 from .compare import compare_forms, compare_outputs
-from .integrity import fallback_evidence, fingerprint, mutated_inputs, profiled_too_slow
+from .integrity import fallback_evidence, fingerprint, hidden_operator_evidence, mutated_inputs, profiled_too_slow
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
 from .reference import (TRIAL_SEED_OFFSET, Quiet, Recalibration, ReferenceRunner, no_quiet, release_device_cache,
                         surely_faster, worker_job)
@@ -429,7 +429,8 @@ class CandidateRun:
         slow = self._profiled_too_slow(worker, timed, reference_ops)
         if slow is not None:
             return slow
-        evidence, median = [], self.observed.timing.median_ms
+        evidence, median = hidden_operator_evidence(self.candidate.code or "", self.reference.profile), \
+            self.observed.timing.median_ms
         self._note_provenance(timed.profiles[0] if timed.profiles else None, median)
         for profile in timed.profiles:
             found = fallback_evidence(self.reference.profile, profile, median, self.reference.timing.median_ms,

@@ -95,6 +95,31 @@ def time_share(profile: Profile, counts, call_ms: float, interpreter_ms: float =
     return (min(1.0, sum(ms for ms, _ in spent) / total) if total > 0 else 0.0), {name for _, name in spent}
 
 
+# What the profiler that these rules read cannot see: C++ that switches PyTorch's operator
+# recording off around its calls, or calls an operator's kernel past the dispatcher, where the
+# recording happens. A red-team extension ran at::addmm under a RecordFunctionGuard and passed as
+# its own code, with neither `reference_fallback` nor `no_custom_kernel` (2026-11-27).
+RECORDING_OFF = re.compile(r"\b(RecordFunctionGuard|DisableRecordFunctionGuard|enableRecordFunction|"
+                           r"set_record_function_tls_|clearThreadLocalCallbacks|clearGlobalCallbacks|clearCallbacks)\b")
+PAST_DISPATCHER = re.compile(r"\bat\s*::\s*(native|cpu|cuda|_ops)\s*::\s*(\w+)(\s*::\s*redispatch)?")
+
+
+def hidden_operator_evidence(code: str, reference: Profile | None) -> list[str]:
+    """Why the candidate's source hides operators from the profiler (empty if it does not): it
+    switches operator recording off, or calls one of the reference's operators, or library
+    compute of any family, past the dispatcher (at::native::addmm, at::cpu::mm; an at::_ops
+    redispatch). Either counts as falling back: the fallback rules cannot see it otherwise."""
+    evidence = [f"switches PyTorch's operator recording off ({name}): the profiler cannot see what it runs"
+                for name in sorted(set(RECORDING_OFF.findall(code)))]
+    reference_ops = compute_ops(reference) if reference else set()
+    for namespace, name, redispatch in sorted(set(PAST_DISPATCHER.findall(code))):
+        op = op_name(name)
+        if (namespace != "_ops" or redispatch) and (op in reference_ops or _family(op)):
+            what = "which the reference runs" if op in reference_ops else f"library {_family(op)}"
+            evidence.append(f"calls at::{namespace}::{name} past the dispatcher, unseen by the profiler ({what})")
+    return evidence
+
+
 def _why(op: str, reference_ops: set[str]) -> str:
     return "which the reference runs" if op in reference_ops else f"a library {_family(op)} like the reference's"
 

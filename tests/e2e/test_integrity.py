@@ -28,6 +28,8 @@ EXPECTED = {
     "tiny_relu/forged_quick.py": ("ok", "timing_disagrees"),  # a call quicker than the bound's slack, timed in batches
     "tiny_relu/quick_twin.py": ("ok", None),
     "tiny_relu/slow_while_sized.py": ("ok", "timing_disagrees"),  # then quick: timed again in larger batches
+    "tiny_relu/lean_forged.py": ("ok", "timing_disagrees"),  # a leaner timed command of its own, 1 ns reported
+    "tiny_relu/cpp_twin.py": ("ok", None),
     "tiny_relu/forged_channel.py": ("crash", None),
     "tiny_relu/silent_failure.py": ("crash", None),  # a bare {"ok": false}: a broken message, not a harness error
     "tiny_relu/zero_time.py": ("crash", None),  # a time of 0 ms: a broken message, not a zero median
@@ -44,6 +46,7 @@ EXPECTED = {
     "tiny_relu/watched_padded.py": (None, None),  # rejected, or at the reference's own speed: see below
     "tiny_relu/busy_once.py": ("ok", None),  # slow profiled calls get a second look
     "tiny_linear/matmul_as_conv.py": ("rejected", "reference_fallback"),
+    "tiny_linear/hidden_addmm.py": ("rejected", "reference_fallback"),  # its operators hidden from the profiler
     "tiny_relu/glue_ops.py": ("ok", None),
 }
 
@@ -80,6 +83,7 @@ def test_rejections_say_why_in_one_line(judged):
     assert any("batch_size=33" in line for line in judged["tiny_relu/shape_specialized.py"]["evidence"])
     assert "PermissionError" in judged["tiny_relu/seals_feed.py"]["error"]
     assert "on checked timed call" in judged["tiny_relu/mutates_timed_inputs.py"]["error"]
+    assert "operator recording off (RecordFunctionGuard)" in judged["tiny_linear/hidden_addmm.py"]["error"]
 
 
 def timed_ms(result):
@@ -117,12 +121,24 @@ def test_a_forged_time_on_calls_quicker_than_the_slack_gains_nothing(judged):
         assert 0.5 < timed_ms(cheat) / timed_ms(twin) < 1.6, cheat["candidate"]
 
 
+def test_a_forged_time_below_the_reference_overhead_and_slack_is_not_believed(judged):
+    """lean_forged.py trims the worker's own per-call work below the reference's and reports
+    1 ns: with a batch's slack larger than its whole call, only the rule that a report far below
+    the clock is not believed (IMPLAUSIBLE_FACTOR) holds it to what the clock saw (10,266x
+    before). What the clock saw includes its leaner loop (no module call, no allocation): about
+    2 to 3 times the C++ twin's speed on this microsecond relu (docs/threat-model.md)."""
+    lean, twin = judged["tiny_relu/lean_forged.py"], judged["tiny_relu/cpp_twin.py"]
+    assert lean["timing"]["calls_per_sample"] > 100
+    assert timed_ms(lean) > timed_ms(twin) / 5, (timed_ms(lean), timed_ms(twin), lean["evidence"])
+
+
 def test_honest_candidates_carry_no_flags(judged):
     """No flag but the one that says what they are: Python composing PyTorch operators."""
     for name in ("tiny_relu/honest_twin.py", "tiny_relu/quick_twin.py", "tiny_relu/glue_ops.py", "tiny_mse/honest_mse.py",
                  "tiny_relu/roll_cache.py",
                  "tiny_relu/busy_once.py"):
         assert judged[name]["flags"] == ["no_custom_kernel"], (name, judged[name]["flags"], judged[name]["evidence"])
+    assert judged["tiny_relu/cpp_twin.py"]["flags"] == []  # its own C++ kernel
 
 
 def test_caches_of_predictable_inputs_gain_nothing(judged):

@@ -3,7 +3,8 @@ differently when profiled, and changing the inputs."""
 
 import torch
 
-from harness.judge.integrity import FALLBACK_SHARE, fallback_evidence, mutated_inputs, op_name, profiled_too_slow
+from harness.judge.integrity import (FALLBACK_SHARE, fallback_evidence, hidden_operator_evidence, mutated_inputs, op_name,
+                                     profiled_too_slow)
 from harness.judge.timer import Timed
 from harness.worker.protocol import KernelTime, Profile
 
@@ -25,6 +26,26 @@ def test_the_reference_library_family_is_a_fallback_with_kernel_evidence():
     evidence = fallback_evidence(CONV_REFERENCE, library)
     assert "a library convolution like the reference's" in evidence[0]
     assert any("implicit_convolve_sgemm" in e for e in evidence)
+
+
+def test_source_that_hides_operators_from_the_profiler_counts_as_falling_back():
+    """The fallback rules read a profile; C++ that switches its recording off, or calls a kernel
+    past the dispatcher that records, would pass as its own code."""
+    relu = Profile(ops=["aten::relu", "aten::clamp_min"], top_op_ms={"aten::relu": 0.01})
+    guarded = "{ at::RecordFunctionGuard guard(false); y = at::addmm(b, x, w.t()); }"
+    assert hidden_operator_evidence(guarded, relu) == [
+        "switches PyTorch's operator recording off (RecordFunctionGuard): the profiler cannot see what it runs"]
+    assert hidden_operator_evidence("y = at::cpu::addmm(b, x, w);", relu) == [
+        "calls at::cpu::addmm past the dispatcher, unseen by the profiler (library matrix multiply)"]
+    assert "which the reference runs" in hidden_operator_evidence("at::native::relu(x)", relu)[0]
+    assert hidden_operator_evidence("at::_ops::mm::redispatch(ks, a, b)", relu)  # below the recorded call
+    honest = """
+    #include <ATen/record_function.h>
+    RECORD_FUNCTION("my_relu", std::vector<c10::IValue>({x}));   // adds a scope: fine
+    auto out = at::empty_like(x); auto stream = at::cuda::getCurrentCUDAStream();
+    at::native::resize_output(out, x.sizes()); auto y = at::_ops::mm::call(a, b);  // recorded
+    """
+    assert hidden_operator_evidence(honest, relu) == []
 
 
 def test_library_compute_of_another_family_counts_when_it_takes_most_of_the_time():

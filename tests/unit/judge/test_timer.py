@@ -351,3 +351,21 @@ def test_a_forged_time_in_a_batch_is_timed_by_the_commands_wall_time():
     assert timing_bound(forged, [0.05] * 5, [], "cpu").slack_ms == 0.05
     within = Timed(reported_ms=[0.96] * 9, wall_ms=[1.05] * 9, batch=20)  # 0.04 ms short: within the slack
     assert vouched(within, [0.05] * 5) == (pytest.approx(0.96), None)
+
+
+def test_in_batches_a_report_far_below_the_clock_is_flagged_even_within_the_slack():
+    """A few commands' jitter can make a batch's slack larger than a whole tiny call: there a
+    worker that reported 1 ns, its overhead trimmed below the reference's, stood unflagged at
+    10,266x (red team). In batches the report must also be within IMPLAUSIBLE_FACTOR of the
+    clock; honest workers came out within 1.15x of it."""
+    reference = [0.012, 0.0137, 0.0154, 0.0137, 0.012, 0.0154]  # per call, over 800-call commands
+    forged = Timed(reported_ms=[1e-6] * 5, wall_ms=[0.0189] * 5, batch=800)
+    bound = timing_bound(forged, reference, [], "cpu")
+    assert bound.slack_ms > 0.0189 - 0.0137 and bound.calls_per_command == 800  # the slack hides it all
+    median, why = vouched_median(forged.reported_ms, bound)
+    assert median == pytest.approx(0.0189 - 0.0137) and "the speedup uses" in why
+    honest = Timed(reported_ms=[0.0045] * 5, wall_ms=[0.0189] * 5, batch=800)
+    assert vouched(honest, reference) == (0.0045, None)
+    # One call to a command (a GPU's tiny kernel beside a millisecond of noisy overhead): the slack alone decides.
+    tiny = Timed(reported_ms=[0.02] * 5, wall_ms=[1.12] * 5, batch=1)
+    assert vouched_median(tiny.reported_ms, timing_bound(tiny, [0.8, 1.0, 1.2, 1.0, 0.8, 1.2], [], "cuda"))[1] is None
