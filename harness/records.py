@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # The version of one record in results.jsonl (and of the JSON kept per result in the database).
 # The database schema has its own number (store.DATABASE_SCHEMA_VERSION). 2: reference_recalibrated_timing,
 # and a speedup against it when it is set. 3: timing_bound. 4: calls_per_sample in timings.
-# 5: the outputs' commit timed apart in timing_bound. 6: calls_per_command in timing_bound.
-RESULT_SCHEMA_VERSION = 6
+# 5: the outputs' commit timed apart in timing_bound.
+RESULT_SCHEMA_VERSION = 5
 
 Precision = Literal["fp32", "fp16", "bf16"]
 Baseline = Literal["eager", "compile"]
@@ -329,7 +329,6 @@ class TimingBound(BaseModel):
     # Of those overheads, what the commit of the outputs took (empty in records of schema 4 and before).
     reference_commit_ms: list[float] = []
     commit_ms: list[float] = []
-    calls_per_command: int = 1  # this model's timed calls per command (schema 5 and before: 1)
 
 
 class Observations(BaseModel):

@@ -408,7 +408,7 @@ class CandidateRun:
         self.observed.reference_recalibrated_timing = surely_faster(self.reference.timing, recalibration.timing)
         self.observed.timing_bound = timing_bound(measured, recalibration.overhead_ms, recalibration.commit_ms,
                                                   self.config.device)
-        vouched, disagreement = vouched_median(measured.reported_ms, self.observed.timing_bound)
+        vouched, disagreement = vouched_median(measured.reported_ms, self.observed.timing_bound, measured.batch)
         if disagreement:
             self.observed.note(Flag.timing_disagrees, disagreement)
         self.observed.vouched_median_ms = vouched

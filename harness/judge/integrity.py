@@ -101,22 +101,36 @@ def time_share(profile: Profile, counts, call_ms: float, interpreter_ms: float =
 # its own code, with neither `reference_fallback` nor `no_custom_kernel` (2026-11-27).
 RECORDING_OFF = re.compile(r"\b(RecordFunctionGuard|DisableRecordFunctionGuard|enableRecordFunction|"
                            r"set_record_function_tls_|clearThreadLocalCallbacks|clearGlobalCallbacks|clearCallbacks)\b")
-PAST_DISPATCHER = re.compile(r"\bat\s*::\s*(native|cpu|cuda|_ops)\s*::\s*(\w+)(\s*::\s*redispatch)?")
+# at::native::addmm, at::cpu::mm, at::cuda::blas::gemm, at::redispatch::addmm: the last name counts.
+PAST_DISPATCHER = re.compile(r"\bat\s*::\s*(native|cpu|cuda|redispatch)\s*::\s*((?:\w+\s*::\s*)*)(\w+)")
+REDISPATCH = re.compile(r"(?:\b_ops\s*::\s*\w+\s*::|\.)\s*redispatch\b")  # below the recorded call
+USING_KERNELS = re.compile(r"\busing\s+namespace\s+at\s*::\s*(native|cpu|redispatch)\b")
+# Comments say nothing the compiler runs: // and /* */ (C++), and Python comment lines.
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*|^[ \t]*#(?![ \t]*(?:include|define|pragma|if|else|elif|endif|undef))[^\n]*",
+                     re.DOTALL | re.MULTILINE)
 
 
 def hidden_operator_evidence(code: str, reference: Profile | None) -> list[str]:
     """Why the candidate's source hides operators from the profiler (empty if it does not): it
-    switches operator recording off, or calls one of the reference's operators, or library
-    compute of any family, past the dispatcher (at::native::addmm, at::cpu::mm; an at::_ops
-    redispatch). Either counts as falling back: the fallback rules cannot see it otherwise."""
+    switches operator recording off, redispatches an operator below its recorded call, or calls
+    one of the reference's operators, or library compute of any family, past the dispatcher
+    (at::native::addmm, at::cpu::mm, at::cuda::blas::gemm). Either counts as falling back: the
+    fallback rules cannot see it otherwise."""
+    code = COMMENT.sub("", code)
     evidence = [f"switches PyTorch's operator recording off ({name}): the profiler cannot see what it runs"
                 for name in sorted(set(RECORDING_OFF.findall(code)))]
+    if REDISPATCH.search(code):
+        evidence.append("redispatches an operator below the call the profiler records")
+    evidence += [f"uses at::{namespace}'s kernels unqualified (using namespace), past the dispatcher"
+                 for namespace in sorted(set(USING_KERNELS.findall(code)))]
     reference_ops = compute_ops(reference) if reference else set()
-    for namespace, name, redispatch in sorted(set(PAST_DISPATCHER.findall(code))):
+    for namespace, path, name in sorted(set(PAST_DISPATCHER.findall(code))):
         op = op_name(name)
-        if (namespace != "_ops" or redispatch) and (op in reference_ops or _family(op)):
+        # An ATen operator's kernel, or ATen's BLAS wrappers; not a function of the candidate's own
+        # that it put in such a namespace (my_layer_norm_forward).
+        if op in reference_ops or (_family(op) and ("blas" in path or hasattr(torch.ops.aten, name))):
             what = "which the reference runs" if op in reference_ops else f"library {_family(op)}"
-            evidence.append(f"calls at::{namespace}::{name} past the dispatcher, unseen by the profiler ({what})")
+            evidence.append(f"calls at::{namespace}::…{name} past the dispatcher, unseen by the profiler ({what})")
     return evidence
 
 

@@ -57,9 +57,10 @@ MIN_SLACK_MS = {"cuda": 0.05, "cpu": 1.0}
 SLACK_SPREADS = 4.0  # slack: this many median absolute deviations of the reference's overhead
 DISAGREE_FACTOR = 1.1  # a vouched median this far above the reported one (and by more than the slack) is flagged
 # In batches, a reported median below 1/IMPLAUSIBLE_FACTOR of what the clock saw (less the harness's
-# overhead) is flagged whatever the slack: there a few commands' jitter made the slack larger than
-# a whole tiny call (a forger reporting 1 ns got 10,266x), while honest workers came out within
-# 1.15x of the clock in every run (docs/threat-model.md).
+# overhead), and short of it by more than the clock's resolution (a command's least slack, shared
+# by its calls), is flagged whatever the slack: there a few commands' jitter made the slack larger
+# than a whole tiny call (a forger reporting 1 ns got 10,266x), while honest workers came out
+# within 1.15x of the clock in every run (docs/threat-model.md).
 IMPLAUSIBLE_FACTOR = 1.5
 
 
@@ -367,7 +368,7 @@ def timing_bound(timed: Timed, reference_overhead_ms: list[float], reference_com
     return TimingBound(reference_overhead_ms=[round(x, 9) for x in reference_overhead_ms],
                        overhead_ms=[round(x, 9) for x in timed.overhead_ms], slack_ms=round(slack, 9),
                        reference_commit_ms=[round(x, 9) for x in reference_commit_ms],
-                       commit_ms=[round(x, 9) for x in timed.commit_ms], calls_per_command=timed.batch)
+                       commit_ms=[round(x, 9) for x in timed.commit_ms])
 
 
 def harness_overhead_ms(bound: TimingBound) -> list[float]:
@@ -383,12 +384,12 @@ def harness_overhead_ms(bound: TimingBound) -> list[float]:
     return [overhead - commit + min(own, commit) for own in bound.commit_ms]
 
 
-def vouched_median(reported_ms: list[float], bound: TimingBound) -> tuple[float, str | None]:
+def vouched_median(reported_ms: list[float], bound: TimingBound, calls_per_command: int = 1) -> tuple[float, str | None]:
     """The median as far as the parent's clock vouches for it, and why it differs from the
     reported one when it does materially. Per call: no less than the parent's wall time less the
     harness's overhead (`harness_overhead_ms`) and the slack. Where the clock contradicts the
-    reports by more than that (or, in batches, by IMPLAUSIBLE_FACTOR), the slack's benefit of the
-    doubt goes: the calls are timed by the clock, the wall time less the overhead (a worker
+    reports by more than that (or, in batches of `calls_per_command`, by IMPLAUSIBLE_FACTOR), the
+    slack's benefit of the doubt goes: the calls are timed by the clock, the wall time less the overhead (a worker
     claiming 1 ns per call otherwise kept the slack, 0.36 ms of a 0.7 ms relu's on an H100)."""
     slack, harness_ms = bound.slack_ms, harness_overhead_ms(bound)
     calls = list(zip(reported_ms, bound.overhead_ms, harness_ms))
@@ -397,7 +398,9 @@ def vouched_median(reported_ms: list[float], bound: TimingBound) -> tuple[float,
     overhead = statistics.median(harness_ms)
     reported = statistics.median(reported_ms)
     within_slack = vouched <= reported * DISAGREE_FACTOR or vouched - reported <= slack
-    if within_slack and not (bound.calls_per_command > 1 and by_clock > reported * IMPLAUSIBLE_FACTOR):
+    implausible = calls_per_command > 1 and by_clock > reported * IMPLAUSIBLE_FACTOR and \
+        by_clock - reported > MIN_SLACK_MS["cpu"] / calls_per_command
+    if within_slack and not implausible:
         return max(vouched, reported), None
     vouched = by_clock
     wall = statistics.median(r + seen for r, seen in zip(reported_ms, bound.overhead_ms))

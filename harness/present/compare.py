@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from ..records import Result, Status
 from .site import environment, page_file
-from .summary import RunSummary, format_speedup, natural_key, speedup_interval, summarize_run
+from .summary import RunSummary, format_speedup, natural_key, speedup_interval, summarize_run, timed_by_clock
 
 ORDER = ["fixed", "broken", "changed", "faster", "slower", "new", "gone", "same"]
 
@@ -42,7 +42,7 @@ def speedup_range(result: Result) -> tuple[float, float] | None:
     if interval is not None:
         return interval
     mine, reference = result.timing, result.speedup_reference_timing
-    if mine is None or reference is None or not mine.median_ms - mine.iqr_ms / 2 > 0:
+    if timed_by_clock(result) or mine is None or reference is None or not mine.median_ms - mine.iqr_ms / 2 > 0:
         return None
     return ((reference.median_ms - reference.iqr_ms / 2) / (mine.median_ms + mine.iqr_ms / 2),
             (reference.median_ms + reference.iqr_ms / 2) / (mine.median_ms - mine.iqr_ms / 2))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..records import Candidate, Problem, Result, Status
+from ..records import Candidate, Flag, Problem, Result, Status
 
 MAX_SUMMARY_ROWS = 40  # problems listed at the end of a run; the report has every candidate
 TERMINAL_WIDTH = 100
@@ -66,11 +66,18 @@ def finite_speedup(result: Result) -> float:
     return result.speedup if result.speedup is not None and math.isfinite(result.speedup) else 0.0
 
 
+def timed_by_clock(result: Result) -> bool:
+    """Whether its speedup is for the time the harness's clock vouched for, not for its reported
+    times (`timing_disagrees`): those, and any interval or spread of them, say nothing then."""
+    return Flag.timing_disagrees in result.flags
+
+
 def speedup_interval(result: Result) -> tuple[float, float] | None:
-    """The speedups the two medians' 95% intervals allow (None where the timing gives none)."""
+    """The speedups the two medians' 95% intervals allow (None where the timing gives none, or
+    where the speedup is not for the reported times: `timed_by_clock`)."""
     mine, reference = result.timing, result.speedup_reference_timing
-    if mine is None or reference is None or None in (mine.ci_low_ms, mine.ci_high_ms, reference.ci_low_ms,
-                                                     reference.ci_high_ms) or not mine.ci_low_ms > 0:
+    if timed_by_clock(result) or mine is None or reference is None or \
+            None in (mine.ci_low_ms, mine.ci_high_ms, reference.ci_low_ms, reference.ci_high_ms) or not mine.ci_low_ms > 0:
         return None
     return reference.ci_low_ms / mine.ci_high_ms, reference.ci_high_ms / mine.ci_low_ms
 

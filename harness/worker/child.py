@@ -464,9 +464,9 @@ _current_frames = sys._current_frames  # bound before candidate code could repla
 
 
 def threads_alive() -> int:
-    """Python threads beside the worker's own: every thread with an interpreter state, those
-    started with `_thread.start_new_thread` too (threading.active_count misses them). A native
-    thread with no Python state is not seen here; its CPU time still counts on a CPU run."""
+    """Python threads beside the worker's own: every thread running Python code, those started
+    with `_thread.start_new_thread` too (threading.active_count misses them). A native thread is
+    not seen here; its CPU time still counts on a CPU run. The worker's own report: an annotation."""
     return len(_current_frames()) - 1
 
 
@@ -549,10 +549,22 @@ def new_profiler(device: str) -> torch.autograd.profiler.profile:
     `_inductor` and so imports it (1.1 s of every worker's boot on the CPU machine, 7 s on the
     GPU machine). Not taken over from it: a CUPTI workaround for inductor's CUDA graphs before
     CUDA 12.6."""
-    profiler = torch.autograd.profiler.profile(use_device="cuda" if device == "cuda" else None, use_kineto=True)
+    threads = all_threads()
+    profiler = torch.autograd.profiler.profile(use_device="cuda" if device == "cuda" else None, use_kineto=True, **threads)
     if device == "cuda" and torch.profiler.ProfilerActivity.CUDA not in getattr(profiler, "kineto_activities", ()):
-        profiler = torch.autograd.profiler.profile(use_cuda=True, use_kineto=True)  # torch before use_device="cuda"
+        profiler = torch.autograd.profiler.profile(use_cuda=True, use_kineto=True, **threads)  # torch before use_device="cuda"
     return profiler
+
+
+def all_threads() -> dict:
+    """The profiler's setting that records operators on every thread of the process: it records
+    the calling thread's only otherwise, and a forward that ran the reference's operator on a
+    thread of its own (a ThreadPoolExecutor) showed none (2026-11-27). Empty on a torch without
+    it (before 2.8), where that stays open."""
+    try:
+        return {"experimental_config": torch._C._profiler._ExperimentalConfig(profile_all_threads=True)}
+    except (AttributeError, TypeError):
+        return {}
 
 
 def warm_profiler(device: str) -> None:

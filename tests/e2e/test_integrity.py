@@ -14,6 +14,7 @@ from tests.support import DATA
 EXPECTED = {
     "tiny_relu/fallback_plain.py": ("rejected", "reference_fallback"),
     "tiny_relu/fallback_try.py": ("rejected", "reference_fallback"),
+    "tiny_relu/fallback_thread.py": ("rejected", "reference_fallback"),  # on a thread of its own
     "tiny_linear/fallback_equivalent.py": ("rejected", "reference_fallback"),
     "tiny_relu/input_mutation.py": ("rejected", "input_mutation"),
     "tiny_relu/mutates_timed_inputs.py": ("rejected", "input_mutation"),  # on checked timed calls only

@@ -361,11 +361,15 @@ def test_in_batches_a_report_far_below_the_clock_is_flagged_even_within_the_slac
     reference = [0.012, 0.0137, 0.0154, 0.0137, 0.012, 0.0154]  # per call, over 800-call commands
     forged = Timed(reported_ms=[1e-6] * 5, wall_ms=[0.0189] * 5, batch=800)
     bound = timing_bound(forged, reference, [], "cpu")
-    assert bound.slack_ms > 0.0189 - 0.0137 and bound.calls_per_command == 800  # the slack hides it all
-    median, why = vouched_median(forged.reported_ms, bound)
+    assert bound.slack_ms > 0.0189 - 0.0137  # the slack hides it all
+    assert vouched_median(forged.reported_ms, bound)[1] is None  # as one call to a command
+    median, why = vouched_median(forged.reported_ms, bound, 800)
     assert median == pytest.approx(0.0189 - 0.0137) and "the speedup uses" in why
-    honest = Timed(reported_ms=[0.0045] * 5, wall_ms=[0.0189] * 5, batch=800)
-    assert vouched(honest, reference) == (0.0045, None)
+    honest = Timed(reported_ms=[0.0048] * 5, wall_ms=[0.0189] * 5, batch=800)
+    assert vouched_median(honest.reported_ms, timing_bound(honest, reference, [], "cpu"), 800) == (0.0048, None)
+    # Far below the clock only within its resolution (a command's 1 ms floor over 800 calls): no flag.
+    tiny = Timed(reported_ms=[0.0005] * 5, wall_ms=[0.0149] * 5, batch=800)
+    assert vouched_median(tiny.reported_ms, timing_bound(tiny, reference, [], "cpu"), 800)[1] is None
     # One call to a command (a GPU's tiny kernel beside a millisecond of noisy overhead): the slack alone decides.
     tiny = Timed(reported_ms=[0.02] * 5, wall_ms=[1.12] * 5, batch=1)
     assert vouched_median(tiny.reported_ms, timing_bound(tiny, [0.8, 1.0, 1.2, 1.0, 0.8, 1.2], [], "cuda"))[1] is None

@@ -12,7 +12,7 @@ import pytest
 
 from harness.present.export import kernelbench_sample, to_csv
 from harness.records import Flag, Result, Status, TimingStats
-from harness.present.compare import compare_runs, describe_changes, render_compare
+from harness.present.compare import compare_runs, describe_changes, render_compare, speedup_range
 from harness.present.site import (group_by_problem, page_name, render_index, render_site, speedup_histogram_svg,
                                   timing_strip_svg)
 from harness.present.summary import natural_key, speedup_interval
@@ -144,6 +144,9 @@ def test_a_speedup_against_the_reference_timed_again_says_so(tmp_path):
     assert re.search(r'<dd id="reference-recalibrated">0\.8\d* ms \(n = 30\): surely faster', page), page
     assert "reference-recalibrated" not in (tmp_path / "c" / page_name(slow)).read_text()
     assert speedup_interval(fast) == pytest.approx((0.7 / 0.3, 0.9 / 0.2))  # its reference's interval, not the first's
+    # Timed by the harness's clock (its reports contradicted): the reported times' interval says nothing.
+    forged = fast.model_copy(update={"flags": [Flag.timing_disagrees]})
+    assert speedup_interval(forged) is None and speedup_range(forged) is None
     assert "reference 3 ms" in parse((tmp_path / "index.html").read_text()).find("section", id="p").find("h2").text
 
 

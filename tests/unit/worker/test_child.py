@@ -2,6 +2,7 @@
 when timing inputs are made, and pinning to the cores a worker was given."""
 
 import _thread
+import concurrent.futures
 import multiprocessing
 import os
 import subprocess
@@ -143,6 +144,17 @@ def test_a_profiled_call_says_which_operators_ran_when_asked_next(tmp_path):
     assert "aten::relu" in profile.ops and profile.elapsed_ms == elapsed > 0
     with pytest.raises(RuntimeError, match="no profiled call"):  # each profile is read once
         worker.profile()
+
+
+def test_a_profiled_call_shows_the_operators_its_forward_ran_on_other_threads(tmp_path):
+    """The profiler records the calling thread's operators only unless told otherwise: a forward
+    that hands the reference's operator to a thread of its own would show none."""
+    worker = session(counting_problem(), tmp_path)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        worker.timed_model = lambda x: pool.submit(torch.relu, x).result()
+        worker.timed(Command(op="timed", seeds=[1], profile=True))
+        profile = worker.profile()
+    assert "aten::relu" in profile.ops and profile.top_op_ms.get("aten::relu", 0) > 0
 
 
 def test_setting_up_the_profiler_does_not_import_inductor():
