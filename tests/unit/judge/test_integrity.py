@@ -109,6 +109,21 @@ def test_without_code_of_its_own_the_time_outside_operators_counts_only_beyond_t
     assert fallback_evidence(reference, only_glue, 2.0, 0.05, own_code=False) == []
 
 
+def test_without_code_of_its_own_nothing_but_the_references_operators_is_a_fallback_however_long_it_waits():
+    """A relu handed to a thread pool: the call waits far longer than the relu takes, and that
+    wait is no computation of its own. With an extension the same wait would count."""
+    relu_reference = Profile(ops=["aten::relu", "aten::clamp_min"], top_op_ms={"aten::relu": 0.01}, elapsed_ms=0.1)
+    pooled = Profile(ops=["aten::relu", "aten::clamp_min", "aten::empty_like"],
+                     top_op_ms={"aten::relu": 0.05, "aten::empty_like": 0.01}, elapsed_ms=0.8)
+    evidence = fallback_evidence(relu_reference, pooled, 0.3, 0.02, own_code=False)
+    assert "calls aten::relu, which the reference runs" in evidence
+    assert "100% of its operators' time is in the reference's own operators or their library equivalents" in evidence
+    assert fallback_evidence(relu_reference, pooled, 0.3, 0.02) == []  # its own kernel's time is outside operators
+    beside_its_own = Profile(ops=["aten::relu", "aten::mul"], top_op_ms={"aten::relu": 0.05, "aten::mul": 0.01},
+                             elapsed_ms=3.0)
+    assert fallback_evidence(relu_reference, beside_its_own, 2.6, 0.02, own_code=False) == []  # Python of its own
+
+
 def test_glue_operators_are_named_as_profiles_name_them():
     """aten::copy_ and aten::fill_ are glue: their in-place suffix must not hide them."""
     relu_reference = Profile(ops=["aten::relu", "aten::copy_", "aten::fill_"])
