@@ -55,6 +55,14 @@ PROFILE_CHANCE, MIN_PROFILED = 0.1, 2
 # calls that measure the overhead. Measured: docs/threat-model.md, "The timing bound".
 MIN_SLACK_MS = {"cuda": 0.05, "cpu": 1.0}
 SLACK_SPREADS = 4.0  # slack: this many median absolute deviations of the reference's overhead
+# The reference's overhead, measured in its own process, foretells the candidate's to within this
+# share of it. On the 2-core VM, where processes float between the cores, an honest candidate's
+# per-call overhead in a batch came to 0.79 to 1.39 times the reference's over three integrity runs
+# and four smaller ones (a C++ relu's 18.4 against 13.6 us, with 13.5 us calls: flagged, and cut to
+# 0.7 of its speed, in two runs of three). With both pinned to one core it was 0.83 to 1.11, but
+# that cost the run half as much time again (docs/threat-model.md). On a GPU the overhead's drift
+# between recalibrations is the forgers' as much as anyone's (docs/threat-model.md): none there.
+OVERHEAD_ERROR = {"cuda": 0.0, "cpu": 0.4}
 DISAGREE_FACTOR = 1.1  # a vouched median this far above the reported one (and by more than the slack) is flagged
 # In batches, a reported median below 1/IMPLAUSIBLE_FACTOR of what the clock saw (less the harness's
 # overhead), and short of it by more than the clock's resolution (a command's least slack, shared
@@ -358,12 +366,14 @@ def timing_bound(timed: Timed, reference_overhead_ms: list[float], reference_com
                  device: str) -> TimingBound:
     """The bound a model's reported times are held to: the reference's per-call overhead just
     before and the part of it its outputs' commit took, this model's, and the slack (the
-    reference's spread, at least scheduling jitter)."""
+    reference's spread, at least scheduling jitter, and on the CPU what another process's overhead
+    can differ by)."""
     # Jitter seen on the reference's quick calls, and on this model's own calls (a busy machine): a
     # worker that adds jitter of its own to widen the slack pays at least as much in its median.
     # The least slack is a timed command's, shared by the calls of a batch.
+    overhead = statistics.median(reference_overhead_ms) if reference_overhead_ms else 0.0
     slack = max(MIN_SLACK_MS[device] / timed.batch, SLACK_SPREADS * spread_of(reference_overhead_ms),
-                spread_of(timed.wall_ms))
+                spread_of(timed.wall_ms), OVERHEAD_ERROR[device] * overhead)
     # Nine decimals: a batch's per-call values are microseconds, which six would cut to a few digits.
     return TimingBound(reference_overhead_ms=[round(x, 9) for x in reference_overhead_ms],
                        overhead_ms=[round(x, 9) for x in timed.overhead_ms], slack_ms=round(slack, 9),
