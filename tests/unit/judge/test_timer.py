@@ -369,6 +369,22 @@ def test_on_the_cpu_an_honest_process_may_pay_more_overhead_than_the_references(
     assert timing_bound(slower_process, reference, [], "cuda").slack_ms == pytest.approx(4 * 0.0001)  # its spread
 
 
+def test_late_wake_ups_on_a_busy_machine_flag_no_honest_batch_but_forged_calls_stay_flagged():
+    """Beside two busy loops on the 2-core VM some commands' wake-ups came up to 6 ms late; in
+    three of five samples an honest 2 ms sleeper was flagged and cut to the clock's time. The
+    contradiction is judged on the clock's lower quartile; the speed stays the median's."""
+    reference = [0.08, 0.075, 0.085, 0.08, 0.08]  # per call, over 9-call commands
+    late = [0.0, 4.5, 0.2, 4.0, 5.0]  # ms a command, beyond the reference's overhead
+    honest = Timed(reported_ms=[2.13] * 5, wall_ms=[2.13 + 0.08 + extra / 9 for extra in late], batch=9)
+    bound = timing_bound(honest, reference, [], "cpu")
+    median, why = vouched_median(honest.reported_ms, bound, 9)
+    assert why is None and median == pytest.approx(2.13 + (4.0 / 9 - bound.slack_ms))  # the median's late wake-up
+    # A forger honest on one command in five, reporting half its time on the others: flagged.
+    forged = Timed(reported_ms=[2.13, 1.07, 1.07, 1.07, 1.07], wall_ms=[2.13 + 0.08] * 5, batch=9)
+    median, why = vouched_median(forged.reported_ms, timing_bound(forged, reference, [], "cpu"), 9)
+    assert median == pytest.approx(2.13) and "the speedup uses" in why
+
+
 def test_in_batches_a_report_far_below_the_clock_is_flagged_even_within_the_slack():
     """A few commands' jitter can make a batch's slack larger than a whole tiny call: there a
     worker that reported 1 ns, its overhead trimmed below the reference's, stood unflagged at
