@@ -66,12 +66,18 @@ def session(problem, tmp_path, feed: int | None = None) -> Session:
                    feed=FeedFile(feed if feed is not None else os.memfd_create("feed")))
 
 
+def timed_and_committed(worker: Session, command: Command) -> tuple[float, list[list[torch.Tensor]]]:
+    """A timed command's time, and its outputs as its commit hands them over."""
+    elapsed = worker.timed(command)
+    return elapsed, worker.committed()
+
+
 def test_a_timed_call_makes_its_inputs_from_the_seed_it_is_given(tmp_path):
     problem = counting_problem()
     worker = session(problem, tmp_path)
-    elapsed, [outputs] = worker.timed(Command(op="timed", seeds=[7]))
-    [again] = worker.timed(Command(op="timed", seeds=[7]))[1]
-    [other] = worker.timed(Command(op="timed", seeds=[8]))[1]
+    elapsed, [outputs] = timed_and_committed(worker, Command(op="timed", seeds=[7]))
+    [again] = timed_and_committed(worker, Command(op="timed", seeds=[7]))[1]
+    [other] = timed_and_committed(worker, Command(op="timed", seeds=[8]))[1]
     assert problem.calls == 3 and elapsed >= 0 and worker.unsummarized is None
     assert torch.equal(outputs[0], again[0]) and not torch.equal(outputs[0], other[0])
 
@@ -82,8 +88,8 @@ def test_a_timed_commands_outputs_are_committed_once_when_asked_for(tmp_path):
     worker = session(counting_problem(), tmp_path)
     with pytest.raises(RuntimeError):
         worker.committed()
-    _, per_call = worker.timed(Command(op="timed", seeds=[1, 2], calls=2))
-    assert worker.committed() is per_call
+    worker.timed(Command(op="timed", seeds=[1, 2], calls=2))
+    assert len(worker.committed()) == 2
     with pytest.raises(RuntimeError):
         worker.committed()
 
@@ -95,7 +101,7 @@ def test_a_fed_call_runs_on_what_the_parent_wrote_and_makes_no_inputs(tmp_path):
     worker = session(problem, tmp_path, feed)
     for values in (torch.randn(4, 8), torch.randn(4, 8)):  # the same pages, rewritten for each call
         fed = CommitBuffer(feed).write([values[None]])  # stacked: a row per call
-        _, [outputs] = worker.timed(Command(op="timed", fed=fed))
+        _, [outputs] = timed_and_committed(worker, Command(op="timed", fed=fed))
         assert torch.equal(outputs[0], values.relu())
     assert problem.calls == 0
 
@@ -105,11 +111,11 @@ def test_a_batch_times_its_calls_back_to_back_each_on_its_own_inputs(tmp_path):
     after another; their outputs call after call."""
     problem, feed = counting_problem(), os.memfd_create("feed")
     worker = session(problem, tmp_path, feed)
-    _, outputs = worker.timed(Command(op="timed", seeds=[1, 2, 3], calls=3))
+    _, outputs = timed_and_committed(worker, Command(op="timed", seeds=[1, 2, 3], calls=3))
     assert problem.calls == 3 and len(outputs) == 3
     assert all(torch.equal(out, worker.inputs(seed)[0].relu()) for [out], seed in zip(outputs, [1, 2, 3]))
     stacked = torch.randn(3, 4, 8)
-    _, outputs = worker.timed(Command(op="timed", fed=CommitBuffer(feed).write([stacked]), calls=3))
+    _, outputs = timed_and_committed(worker, Command(op="timed", fed=CommitBuffer(feed).write([stacked]), calls=3))
     assert all(torch.equal(out, values.relu()) for [out], values in zip(outputs, stacked))
     refs = worker.buffer.write_stacked(outputs)  # as the reply describes them: a row per call
     assert refs[0].shape == [3, 4, 8]
@@ -118,13 +124,35 @@ def test_a_batch_times_its_calls_back_to_back_each_on_its_own_inputs(tmp_path):
         assert torch.equal(row, stacked[index].relu())
 
 
-def test_a_batch_whose_calls_return_unlike_tensors_is_refused(tmp_path):
+def test_a_batch_whose_calls_return_unlike_tensors_is_refused_at_its_commit(tmp_path):
+    """What the calls returned is checked by the commit, which the parent times apart (see
+    test_rows_for_the_next_fed_command_are_made_after_the_commit_on_no_clock)."""
     worker = session(counting_problem(), tmp_path)
-    for second in ((torch.zeros(1), torch.zeros(1)), torch.zeros(2), torch.zeros(1, dtype=torch.int64)):
+    for second in ((torch.zeros(1), torch.zeros(1)), torch.zeros(2), torch.zeros(1, dtype=torch.int64), "text"):
         answers = iter([torch.zeros(1), second])
         worker.timed_model = lambda x: next(answers)
-        with pytest.raises(NotPlainTensor, match="other shapes or dtypes"):
-            worker.timed(Command(op="timed", seeds=[1, 2], calls=2))
+        worker.timed(Command(op="timed", seeds=[1, 2], calls=2))
+        with pytest.raises(NotPlainTensor):
+            worker.committed()
+
+
+def test_rows_for_the_next_fed_command_are_made_after_the_commit_on_no_clock(tmp_path):
+    """Made inside a timed command, a batch's per-call views of the feed were harness overhead
+    the parent subtracts from a candidate's wall time, which a candidate feeding its own calls
+    skipped. Made after the commit, they serve the next command of that layout once; a call that
+    reshapes its input in place leaves the next command's rows as they were."""
+    feed = os.memfd_create("feed")
+    worker = session(counting_problem(), tmp_path, feed)
+    fed = CommitBuffer(feed).write([torch.randn(3, 4, 8)])
+    worker.timed_model = lambda x: x.unsqueeze_(0).relu()  # changes its input view's shape
+    timed_and_committed(worker, Command(op="timed", fed=fed, calls=3))
+    worker.prepare_rows()
+    prepared = worker.next_rows[1]
+    assert [row[0].shape for row in prepared] == [torch.Size([4, 8])] * 3
+    assert worker.fed_rows(fed, 3) is prepared and worker.next_rows is None  # used once
+    assert worker.fed_rows(fed, 3) is not prepared
+    worker.prepare_rows()
+    assert worker.fed_rows(fed, 2) is not worker.next_rows[1]  # another layout: made now, the prepared kept
 
 
 def test_only_contiguous_cpu_tensor_inputs_can_be_fed(tmp_path):
@@ -139,7 +167,7 @@ def test_only_contiguous_cpu_tensor_inputs_can_be_fed(tmp_path):
 
 def test_a_profiled_call_says_which_operators_ran_when_asked_next(tmp_path):
     worker = session(counting_problem(), tmp_path)
-    elapsed, _ = worker.timed(Command(op="timed", seeds=[1], profile=True))
+    elapsed = worker.timed(Command(op="timed", seeds=[1], profile=True))
     profile = worker.profile()
     assert "aten::relu" in profile.ops and profile.elapsed_ms == elapsed > 0
     with pytest.raises(RuntimeError, match="no profiled call"):  # each profile is read once
