@@ -126,13 +126,15 @@ def test_a_forged_time_below_the_reference_overhead_and_slack_is_not_believed(ju
     """lean_forged.py trims the worker's own per-call work below the reference's and reports
     1 ns: with a batch's slack larger than its whole call, only the rule that a report far below
     the clock is not believed (IMPLAUSIBLE_FACTOR) holds it to what the clock saw (10,266x
-    before). What the clock saw is its leaner loop (no module call, no allocation): 1.0 to 2.2
-    times the C++ twin's speed on this microsecond relu; 2.1 to 5 times while the harness's own
-    per-call work (row views, output checks) was in the overhead subtracted from its wall time,
-    which it skipped (docs/threat-model.md)."""
-    lean, twin = judged["tiny_relu/lean_forged.py"], judged["tiny_relu/cpp_twin.py"]
+    before). What the clock saw is its leaner loop (no module call, no allocation): 0.8x to 2.3x
+    the reference's speed on this microsecond relu; up to 4.2x while the harness's own per-call
+    work (row views, output checks) was in the overhead subtracted from its wall time, which it
+    skipped (docs/threat-model.md). Against the reference, not its C++ twin: in one CI-style run
+    the twin's own process was three times slower than in others (0.027 ms a call reported,
+    against 0.008 to 0.014)."""
+    lean = judged["tiny_relu/lean_forged.py"]
     assert lean["timing"]["calls_per_sample"] > 100
-    assert timed_ms(lean) > timed_ms(twin) / 3, (timed_ms(lean), timed_ms(twin), lean["evidence"])
+    assert "timing_disagrees" in lean["flags"] and lean["speedup"] < 4, (lean["speedup"], lean["evidence"])
 
 
 def test_honest_candidates_carry_no_flags(judged):
