@@ -226,6 +226,8 @@ QUICK = ["mismatch.py", "runtime_error.py", "transcript.md", "no_model_new.py", 
 
 def recorded(db_path):
     with sqlite3.connect(db_path) as db:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'results'").fetchone():
+            return {}  # the file is made a moment before its schema
         return dict(db.execute("SELECT candidate, recorded_at FROM results"))
 
 
