@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # The version of one record in results.jsonl (and of the JSON kept per result in the database).
 # The database schema has its own number (store.DATABASE_SCHEMA_VERSION). 2: reference_recalibrated_timing,
 # and a speedup against it when it is set. 3: timing_bound. 4: calls_per_sample in timings.
-# 5: the outputs' commit timed apart in timing_bound.
-RESULT_SCHEMA_VERSION = 5
+# 5: the outputs' commit timed apart in timing_bound. 6: others_cores in timings, and busy_machine.
+RESULT_SCHEMA_VERSION = 6
 
 Precision = Literal["fp32", "fp16", "bf16"]
 Baseline = Literal["eager", "compile"]
@@ -71,6 +71,7 @@ class Flag(str, enum.Enum):
     no_custom_kernel = "no_custom_kernel"  # none of its time is in kernels of its own: it composes PyTorch ops
     memory_error = "memory_error"  # an illegal memory access (or the like) on the device
     near_miss = "near_miss"  # a mismatch within 100x of the tolerance: close, not garbage
+    busy_machine = "busy_machine"  # other processes kept the CPU busy while it or its reference was timed
 
 
 class Phase(str, enum.Enum):
@@ -244,6 +245,9 @@ class TimingStats(BaseModel):
     # Calls per sample: each sample is the mean of so many calls timed back to back on inputs of
     # their own (a CPU batch, judge/timer.py), n samples of them.
     calls_per_sample: int = 1
+    # A CPU run: how many cores, on average, processes outside the run kept busy while these calls
+    # were timed (None: not measured). Above BUSY_CORES the speed is not an idle machine's.
+    others_cores: float | None = None
 
     @property
     def calls(self) -> int:

@@ -33,9 +33,13 @@ from .integrity import fallback_evidence, fingerprint, hidden_operator_evidence,
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
 from .reference import (TRIAL_SEED_OFFSET, Quiet, Recalibration, ReferenceRunner, no_quiet, release_device_cache,
                         surely_faster, worker_job)
-from .timer import Call, ShortBatch, Timed, Timer, TimingPlan, timing_bound, timing_stats, vouched_median
+from .timer import Call, ShortBatch, Timed, Timer, TimingPlan, busy_machine, timing_bound, timing_stats, vouched_median
 
 T = TypeVar("T")  # what reference calls made with the candidate stopped measure
+# A checked call's outputs read from a CPU worker's memory may span this many times the expected
+# outputs' bytes, and this much more (views of a larger storage); a reply describing more breaks
+# the protocol (a 4 TB view must not make the parent read, or allocate, 4 TB).
+LOCATED_SPAN_FACTOR, LOCATED_SPAN_EXTRA = 2, 1 << 20
 LOG_TAIL_CHARS = 4000
 SECOND_LOOK_CALLS = 6  # profiled calls more, when the first ones were slower than the profiler explains
 # How long a stopped candidate's GPU work may take to end before the reference's recalibration
@@ -304,9 +308,9 @@ class CandidateRun:
     def _copy_checked_call(self, worker: Worker, copies: list, spares: list[list[torch.Tensor]]):
         """For the calls of a timed command the parent chose after their outputs were described:
         their fed inputs must be as forward should leave them (`_fed_inputs_verdict`); copy their
-        outputs out now (the worker cannot change them afterwards), into `spares` while they
-        last, to compare with the reference's once the timed calls are over. Past the memory
-        budget, compare at once instead."""
+        outputs out now (the worker cannot change them afterwards; on the CPU, read from its
+        memory with its whole tree stopped), into `spares` while they last, to compare with the
+        reference's once the timed calls are over. Past the memory budget, compare at once instead."""
         budget = self.reference.budget_left  # one budget for everything the parent keeps on the device
 
         def check(calls: list[Call]) -> Verdict | None:
@@ -321,7 +325,8 @@ class CandidateRun:
             fed = [(call.seed, call.fed) for call in calls if call.fed is not None]
             if fed and (verdict := self._fed_inputs_verdict(worker, fed, len(copies) + 1)):
                 return verdict
-            with worker.reading([ref for call in calls for ref in call.outputs], "timing") as actual:
+            limit = len(calls) * (LOCATED_SPAN_FACTOR * self.reference.output_bytes + LOCATED_SPAN_EXTRA)
+            with worker.reading([ref for call in calls for ref in call.outputs], "timing", located_limit=limit) as actual:
                 start = 0
                 for call in calls:
                     outputs, start = actual[start:start + len(call.outputs)], start + len(call.outputs)
@@ -402,7 +407,8 @@ class CandidateRun:
         if objection is not None:
             return objection
         self._note_threads(measured.threads_alive)
-        self.observed.timing = timing_stats(measured.reported_ms, self.reference.clock, measured.stopped, measured.batch)
+        self.observed.timing = timing_stats(measured.reported_ms, self.reference.clock, measured.stopped, measured.batch,
+                                            measured.others_cores)
         self.observed.wall_ms_per_call = round(statistics.median(measured.wall_ms), 6)
         self.observed.reference_wall_ms_per_call = round(statistics.median(self.reference.timed.wall_ms), 6)
         self.observed.reference_recalibrated_timing = surely_faster(self.reference.timing, recalibration.timing)
@@ -411,6 +417,8 @@ class CandidateRun:
         vouched, disagreement = vouched_median(measured.reported_ms, self.observed.timing_bound, measured.batch)
         if disagreement:
             self.observed.note(Flag.timing_disagrees, disagreement)
+        if busy := busy_machine(self.observed.timing, self.observed.reference_recalibrated_timing or self.reference.timing):
+            self.observed.note(Flag.busy_machine, busy)
         self.observed.vouched_median_ms = vouched
         if self.reference.floor:
             self.observed.floor_fraction = round(self.reference.floor.floor_ms / vouched, 4) if vouched > 0 else None

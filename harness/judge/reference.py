@@ -18,7 +18,7 @@ import torch
 
 from ..records import EvalConfig, Problem, TimingStats
 from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped
-from ..worker.protocol import Command, HardwareFloor, ParamDigest, Peaks, Profile, Reply, TensorRef, WorkerJob
+from ..worker.protocol import MAX_BATCH_CALLS, Command, HardwareFloor, ParamDigest, Peaks, Profile, Reply, TensorRef, WorkerJob
 from .degenerate import DegenerateCheck
 from .integrity import mutated_inputs
 from .timer import Feed, Timed, Timer, TimingPlan, timing_stats
@@ -65,10 +65,6 @@ Quiet = Callable[[list[int]], ContextManager]
 # A CPU batch's inputs and outputs (judge/timer.py, BATCH_MS), at most: each is in four places at
 # once (the reference's commit buffer, the timed worker's feed file, its outputs, their commit).
 BATCH_BYTES = 128 << 20
-# Calls in a batch, at most: each costs the reference a seed's inputs made (before the parent's
-# clock starts), and the worker a view of its inputs and its outputs' commit (outside the timed
-# calls, inside the parent's clock: 39 ms for 1,024 calls on the 2-core VM, with outliers to 0.2 s).
-MAX_BATCH_CALLS = 1024
 
 
 def no_quiet(timed: list[int]) -> ContextManager:
@@ -200,7 +196,7 @@ class ReferenceRunner:
             timed.wall_ms += again.wall_ms
             timed.stopped = again.stopped
         self.timed = timed
-        self.timing = timing_stats(timed.reported_ms, self.clock, timed.stopped, timed.batch)
+        self.timing = timing_stats(timed.reported_ms, self.clock, timed.stopped, timed.batch, timed.others_cores)
         self.profile = timed.profiles[0] if timed.profiles else None
         if self.config.device == "cuda":
             self.default_math_timing = self._time_default_math()
@@ -245,7 +241,7 @@ class ReferenceRunner:
         self._request(Command(op="math", default_math=True), "math flags")
         timed = self._time(TimingPlan.of(self.config), profiled=0, warm_up=True)
         self._request(Command(op="math", default_math=False), "math flags")
-        return timing_stats(timed.reported_ms, self.clock, timed.stopped)
+        return timing_stats(timed.reported_ms, self.clock, timed.stopped, others_cores=timed.others_cores)
 
     def _quiet(self) -> ContextManager:
         return self.quiet([self.worker.pid])
@@ -272,7 +268,7 @@ class ReferenceRunner:
         # booting beside it), and an overhead taken then is larger than a candidate's now.
         return Recalibration(overhead_ms=timed.overhead_ms[uncounted:], commit_ms=timed.commit_ms[uncounted:],
                              timing=timing_stats(timed.reported_ms[max(uncounted, UNTIMED_CALLS):], self.clock,
-                                                 timed.stopped, timed.batch))
+                                                 timed.stopped, timed.batch, timed.others_cores))
 
     def profiled_now(self, calls: int) -> Timed:
         """`calls` profiled commands and as many plain ones (of its own batch), after a warm-up,

@@ -22,9 +22,12 @@ less than the parent saw it take, less the per-call overhead measured on the ref
 just before (same inputs, same outputs, same machine load), less a slack from that overhead's
 own spread (vouched_median). On a CPU run the inputs are fed (`feed`): the reference makes them
 from the seed and the parent writes them into the worker before the clock starts, so the
-overhead the bound subtracts is only the command's round trip and the outputs' commit, not the
-making of hundreds of megabytes of random inputs (which varied by 5% from worker to worker, more
-than a quick kernel's whole time).
+overhead the bound subtracts is only the command's round trip, not the making of hundreds of
+megabytes of random inputs (which varied by 5% from worker to worker, more than a quick kernel's
+whole time). There the outputs are not copied anywhere by the worker either: the reply says where
+they are, and the parent reads the checked ones from the stopped worker's memory (`_call`): a
+copy made in the candidate's process could hide its work (on a GPU they are described in a
+`commit`, IPC handles, timed apart).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import ContextManager
 from pydantic import BaseModel
 
 from ..records import EvalConfig, TimingBound, TimingStats
+from ..worker import processes
 from ..worker.parent import Worker
 from ..worker.protocol import Command, Profile, Reply, TensorRef
 
@@ -72,6 +76,10 @@ DISAGREE_FACTOR = 1.1  # a vouched median this far above the reported one (and b
 # (docs/threat-model.md): a forger within it gains up to 1.67x, where the harness's overhead is
 # as long as the call (the slack's share of it bounds the rest), and less the longer the call.
 IMPLAUSIBLE_FACTOR = 2.0
+# Cores, on average, that processes outside a CPU run may keep busy while a model is timed before
+# its result says the machine was busy (`busy_machine`): an idle VM's own housekeeping is a few
+# hundredths of a core, each of two busy loops beside a timed worker about two thirds of one.
+BUSY_CORES = 0.5
 
 
 # On a CPU run, calls shorter than this are timed several to a command, back to back, each on
@@ -140,13 +148,14 @@ class Timed:
     """What a timing phase produced: per unprofiled call the worker's time and the parent's."""
 
     reported_ms: list[float] = field(default_factory=list)
-    wall_ms: list[float] = field(default_factory=list)  # the command and its outputs' commit
-    commit_ms: list[float] = field(default_factory=list)  # the commit alone
+    wall_ms: list[float] = field(default_factory=list)  # the command, and on a GPU its outputs' commit
+    commit_ms: list[float] = field(default_factory=list)  # the commit alone (a GPU's)
     profiles: list[Profile] = field(default_factory=list)
     profiled_wall_ms: list[float] = field(default_factory=list)  # the parent's clock around the profiled calls
     stopped: str = "max_trials"
     threads_alive: int = 0
     batch: int = 1  # calls per timed command: each time above is per call, the command's over this
+    others_cores: float | None = None  # a CPU run: cores other processes kept busy meanwhile (processes.OthersCpu)
 
     @property
     def profiled_batch(self) -> int:
@@ -173,7 +182,8 @@ def converged(samples: list[float]) -> bool:
     return median > 0 and (high - low) / 2 <= TARGET_HALF_WIDTH * median
 
 
-def timing_stats(samples_ms: list[float], clock: str, stopped: str | None = None, calls_per_sample: int = 1) -> TimingStats:
+def timing_stats(samples_ms: list[float], clock: str, stopped: str | None = None, calls_per_sample: int = 1,
+                 others_cores: float | None = None) -> TimingStats:
     ordered = sorted(samples_ms)
     if len(ordered) >= 2:
         q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
@@ -182,7 +192,8 @@ def timing_stats(samples_ms: list[float], clock: str, stopped: str | None = None
     low, high = median_interval(ordered)
     return TimingStats(median_ms=statistics.median(ordered), iqr_ms=q3 - q1, mean_ms=statistics.fmean(ordered),
                        min_ms=ordered[0], max_ms=ordered[-1], n=len(ordered), samples_ms=samples_ms, clock=clock,
-                       ci_low_ms=low, ci_high_ms=high, stopped=stopped, calls_per_sample=calls_per_sample)
+                       ci_low_ms=low, ci_high_ms=high, stopped=stopped, calls_per_sample=calls_per_sample,
+                       others_cores=others_cores)
 
 
 class Timer:
@@ -196,9 +207,12 @@ class Timer:
         """`quiet()` is held around the timed calls (on a CPU run: the run's other workers frozen);
         `feed(seeds)` writes the inputs of seeds into the worker (None: it makes them itself);
         `batch`: calls per timed command, at most `cap` (`warm_up` sizes it when `cap` allows more
-        than one); `insist`: a batch too short for the bound stops the timing (`ShortBatch`)."""
+        than one); `insist`: a batch too short for the bound stops the timing (`ShortBatch`). A
+        window of `quiet()` may measure what processes outside the run used meanwhile
+        (`processes.OthersCpu`, recorded as `Timed.others_cores`)."""
         self.worker, self.plan, self.rng, self.phase, self.quiet, self.feed = worker, plan, rng, phase, quiet, feed
         self.batch, self.cap, self.insist = batch, cap, insist
+        self._located = False  # the last timed command's outputs are held where they are until `release`
 
     def seed(self) -> int:
         return self.rng.getrandbits(62)
@@ -233,13 +247,17 @@ class Timer:
                 return reply
             if wall_ms >= BATCH_MS / 2 or calls >= self.cap:
                 self.batch = max(1, min(self.cap, math.ceil(calls * BATCH_MS / wall_ms)))
-                return reply
+                return self._let_go()
             calls = min(self.cap, calls * RAMP_FACTOR)
 
     def run(self, check: Check | None = None, profiled: int = MIN_PROFILED) -> tuple[Timed, object]:
         """(what was measured, the first thing `check` objected to, or the failed reply, or None)."""
-        with self.quiet():
-            return self._run(check, profiled)
+        with self.quiet() as others:
+            timed, failed = self._run(check, profiled)
+        timed.others_cores = others.cores if isinstance(others, processes.OthersCpu) else None
+        if failed is None and not (released := self._let_go()).ok:
+            return timed, released
+        return timed, failed
 
     def _run(self, check, profiled: int) -> tuple[Timed, object]:
         timed, began, commands = Timed(batch=self.batch), time.monotonic(), 0
@@ -277,9 +295,24 @@ class Timer:
     def _chosen(self, seeds: list[int], reply: Reply, fed: list[TensorRef] | None) -> list[Call]:
         """The calls of a verified command whose outputs are checked, chosen now, in secret."""
         calls = len(seeds)
-        return [Call(seeds[index], [ref.row(index) for ref in reply.outputs] if calls > 1 else reply.outputs,
-                     [ref.row(index) for ref in fed] if fed is not None else None)
+        return [Call(seeds[index], self._outputs_of(reply, index, calls), [ref.row(index) for ref in fed] if fed is not None else None)
                 for index in sorted(self.rng.sample(range(calls), min(calls, CHECKED_PER_BATCH)))]
+
+    @staticmethod
+    def _outputs_of(reply: Reply, index: int, calls: int) -> list[TensorRef]:
+        """Where the `index`th call's outputs are: in the worker's memory (located), or rows of
+        the committed stack."""
+        if reply.addresses is not None:
+            return [ref.model_copy(update={"address": address}) for ref, address in zip(reply.outputs, reply.addresses[index])]
+        return [ref.row(index) for ref in reply.outputs] if calls > 1 else reply.outputs
+
+    def _let_go(self) -> Reply:
+        """The last timed command's outputs, held where they are for the parent to read, let go
+        (the worker frees them on no clock)."""
+        if not self._located:
+            return Reply(ok=True)
+        self._located = False
+        return self.worker.request(Command(op="release"), self.phase)
 
     def _settle(self) -> Reply:
         """The worker takes the GPU back from the parent's copy of a checked output (see above)."""
@@ -295,7 +328,8 @@ class Timer:
                     return reply
                 if not (summary := self._profile(timed)).ok:
                     return summary
-        return None
+        released = self._let_go()
+        return None if released.ok else released
 
     def _profile(self, timed: Timed) -> Reply:
         """The last profiled call's profile, asked for after the clock stopped: reading the
@@ -307,16 +341,23 @@ class Timer:
 
     def _call(self, timed: Timed | None, seeds: list[int],
               profile: bool) -> tuple[Reply, list[TensorRef] | None, float]:
-        """One timed command, a call per seed, then the commit of its outputs: recorded per call
-        in `timed` (None: not recorded) if both succeeded; the reply (with the committed
-        outputs), where its inputs were fed (if they were), and its time by the parent's clock,
-        the commit's included. Fed inputs go with no seeds."""
+        """One timed command, a call per seed: recorded per call in `timed` (None: not recorded)
+        if it succeeded; the reply, where its inputs were fed (if they were), and its time by the
+        parent's clock. On a CPU run the reply says where the outputs are in the worker's memory,
+        read there by the parent (`check`) before the worker gets another command, the first of
+        which lets them go (`release`, on no clock); on a GPU they are described (`commit`,
+        timed apart, the commit's time included in the wall). Fed inputs go with no seeds."""
+        if not (released := self._let_go()).ok:
+            return released, None, 0.0
         fed, calls = self._fed(seeds), len(seeds)
-        command = Command(op="timed", seeds=[] if fed is not None else seeds, calls=calls, fed=fed, profile=profile)
+        locate = self.plan.device == "cpu"
+        command = Command(op="timed", seeds=[] if fed is not None else seeds, calls=calls, fed=fed, profile=profile,
+                          locate=locate)
         sent = time.perf_counter()
         reply = self.worker.request(command, self.phase)
         committing = time.perf_counter()
-        if reply.ok:
+        self._located = locate and reply.ok
+        if reply.ok and not locate:
             committed = self.worker.request(Command(op="commit", calls=calls), self.phase)
             reply = reply.model_copy(update={"outputs": committed.outputs}) if committed.ok else committed
         done = time.perf_counter()
@@ -329,7 +370,8 @@ class Timer:
         else:
             timed.reported_ms.append(reply.elapsed_ms / calls)
             timed.wall_ms.append(wall_ms / calls)
-            timed.commit_ms.append(commit_ms / calls)
+            if not locate:
+                timed.commit_ms.append(commit_ms / calls)
         return reply, fed, wall_ms
 
     def _profile_calls(self, count: int) -> set[int]:
@@ -354,6 +396,20 @@ class Timer:
             return True
         timed.stopped = "time_budget"
         return time.monotonic() - began >= plan.budget_s
+
+
+def busy_machine(candidate: TimingStats, reference: TimingStats) -> str | None:
+    """Why a CPU run's speed and speedup are not an idle machine's, where processes outside the
+    run kept BUSY_CORES or more busy while the candidate or the reference timing its speedup is
+    against was timed. Beside two busy loops on the 2-core VM the main job's speedups came out
+    1.1 to 3.2 times the idle machine's (a reference on two threads loses more to them than a
+    one-thread kernel), and no kernel was flagged `timing_disagrees` for it."""
+    shares = (candidate.others_cores, reference.others_cores)
+    if max((share or 0.0 for share in shares), default=0.0) < BUSY_CORES:
+        return None
+    mine, theirs = ("unmeasured" if share is None else f"{share:.1f}" for share in shares)
+    return (f"other processes kept {mine} cores busy while it was timed and {theirs} while the reference was: "
+            f"its speed and speedup are not an idle machine's")
 
 
 def lower_quartile(samples: list[float]) -> float:
@@ -394,7 +450,7 @@ def harness_overhead_ms(bound: TimingBound) -> list[float]:
     commit: a forged time then gained the commit the reference pays (up to 23x on the tiny relu,
     whose 64 KB commit costs about as much as its call)."""
     overhead = statistics.median(bound.reference_overhead_ms) if bound.reference_overhead_ms else 0.0
-    if not bound.reference_commit_ms or not bound.commit_ms:  # a record from before the commit was timed apart
+    if not bound.reference_commit_ms or not bound.commit_ms:  # no commit: a CPU run (or a record from before one was timed apart)
         return [overhead] * len(bound.overhead_ms)
     commit = statistics.median(bound.reference_commit_ms)
     return [overhead - commit + min(own, commit) for own in bound.commit_ms]

@@ -109,6 +109,9 @@ def summary_table(results: list[Result], full_table: Path | str) -> str:
         cached = sum(r.build_cached for r in built)
         lines.append(f"builds ahead of evaluation: {len(built) - cached} compiled ({sum(r.build_s for r in built):.0f} s "
                      f"of compiling), {cached} from the build cache")
+    busy = sum(Flag.busy_machine in r.flags for r in results)
+    if busy:
+        lines.append(f"timed while other processes kept the CPU busy: {busy} (flag busy_machine)")
     lines.append(f"every candidate with its verdict and reason: {full_table}")
     return "\n".join(lines)
 

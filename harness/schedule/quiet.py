@@ -17,6 +17,7 @@ start under way finishes first), so the kill that follows finds every process th
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -72,10 +73,11 @@ class QuietGate(Pace):
                 self._state.notify_all()
 
     @contextlib.contextmanager
-    def quiet(self, timed: list[int]) -> Iterator[None]:
-        """Freeze every worker of the run but those whose launchers are `timed`, for the block."""
+    def quiet(self, timed: list[int]) -> Iterator[processes.OthersCpu | None]:
+        """Freeze every worker of the run but those whose launchers are `timed`, for the block,
+        which gets what processes outside the run used meanwhile (when active)."""
         if not self.active:
-            yield
+            yield None
             return
         me = threading.get_ident()
         with self._state:
@@ -85,13 +87,19 @@ class QuietGate(Pace):
         began = time.monotonic()
         try:
             processes.freeze(lambda: self._others(timed), frozen)
-            yield
+            with processes.OthersCpu(self._ours) as others:
+                yield others
         finally:
             processes.signal_all(frozen, signal.SIGCONT)
             with self._state:
                 self._windows.remove(me)
                 self._quiet_s += time.monotonic() - began
                 self._state.notify_all()
+
+    def _ours(self) -> list[int]:
+        """This process and every process of the run."""
+        return [os.getpid(), *(pid for launcher in processes.find_with_environment(self.marker)
+                                for pid in processes.tree(launcher))]
 
     def _others(self, timed: list[int]) -> set[int]:
         """Every process of the run outside the trees of the `timed` launchers."""

@@ -131,6 +131,21 @@ def alike(rows: list[list[torch.Tensor]]) -> bool:
     return all([(t.shape, t.dtype) for t in row] == first for row in rows[1:])
 
 
+def located(per_call: list[list[torch.Tensor]]) -> tuple[list[TensorRef], list[list[int]]]:
+    """Where a timed command's outputs are in this process's memory: the first call's layout
+    (with the address of each output's first element) and, per call, those addresses. The parent
+    reads the calls it checks there itself; every call's outputs must be laid out as the first's
+    (the same dtypes, shapes and strides; a row of an input fed in place is one too)."""
+    layout = [(t.dtype, t.shape, t.stride()) for t in per_call[0]]
+    if any([(t.dtype, t.shape, t.stride()) for t in outputs] != layout for outputs in per_call[1:]):
+        raise NotPlainTensor("forward returned tensors of other shapes, dtypes or layouts from one call to the next")
+    if any(t.is_cuda for t in per_call[0]):
+        raise NotPlainTensor("forward returned a CUDA tensor on a CPU run")
+    refs = [TensorRef(dtype=str(t.dtype).removeprefix("torch."), shape=list(t.shape), stride=list(t.stride()),
+                      storage_offset=0, device="cpu", address=t.data_ptr()) for t in per_call[0]]
+    return refs, [[t.data_ptr() for t in outputs] for outputs in per_call]
+
+
 def rows_key(stacked: list[torch.Tensor], calls: int) -> tuple:
     """What makes the rows of stacked tensors the same views: where each is, its layout, and how many."""
     return calls, tuple((t.data_ptr(), tuple(t.shape), t.stride(), t.dtype) for t in stacked)
@@ -384,6 +399,17 @@ class Session:
         self.uncommitted = returned
         return elapsed
 
+    def locate(self) -> tuple[list[TensorRef], list[list[int]]]:
+        """Where the last timed command's outputs are (`located`), held until `released`."""
+        per_call = [plain_outputs(output) for output in self.uncommitted]
+        self.uncommitted, self.held = [], [tensor for outputs in per_call for tensor in outputs]
+        return located(per_call)
+
+    def released(self) -> None:
+        """The located outputs read: freed, and the next command's rows made, on no clock (`prepare_rows`)."""
+        self.held = []
+        self.prepare_rows()
+
     def committed(self) -> list[list[torch.Tensor]]:
         """The last timed command's outputs, a list per call, alike from call to call, handed over once (`commit`)."""
         if not self.uncommitted:
@@ -521,7 +547,11 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
         send_model(conn, Reply(ok=True))
     elif command.op == "timed":
         elapsed = session.timed(command)
-        send_model(conn, Reply(ok=True, elapsed_ms=elapsed, threads_alive=threads_alive()))
+        outputs, addresses = session.locate() if command.locate else (None, None)
+        send_model(conn, Reply(ok=True, elapsed_ms=elapsed, outputs=outputs, addresses=addresses, threads_alive=threads_alive()))
+    elif command.op == "release":
+        session.released()
+        send_model(conn, Reply(ok=True))
     elif command.op == "commit":
         per_call = session.committed()
         outputs = describe(per_call[0], session.buffer) if len(per_call) == 1 else session.buffer.write_stacked(per_call)
@@ -536,7 +566,8 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
         send_model(conn, Reply(ok=True, floor=session.hardware_floor(command.seed)))
 
 
-COMMAND_PHASES = {"trial": Phase.correctness, "inputs": Phase.timing, "warmup": Phase.timing, "timed": Phase.timing, "commit": Phase.timing,
+COMMAND_PHASES = {"trial": Phase.correctness, "inputs": Phase.timing, "warmup": Phase.timing, "timed": Phase.timing,
+                  "commit": Phase.timing, "release": Phase.timing,
                   "profile": Phase.timing, "settle": Phase.timing, "floor": Phase.profile, "math": Phase.timing}
 
 

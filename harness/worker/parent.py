@@ -341,6 +341,7 @@ class Worker:
         self.buffer = CommitFile()  # the worker writes its CPU tensors here
         self._feed = CommitBuffer(sealed_memory_file("harness-feed"))  # and finds a timed call's inputs here (CPU runs)
         self._read_buffers = ReadBuffers()
+        self._worker_pid: int | None = None
         self._held_stopped = False  # inside `stopped_all`: a block nested in it keeps the tree stopped
         parent_sock, child_sock = socket.socketpair()
         # The launcher reads end-of-file at its end once this process is gone, however it went (launch.py).
@@ -417,6 +418,16 @@ class Worker:
     def pid(self) -> int:
         """The launcher's: the root of the worker's process tree."""
         return self.process.pid
+
+    @property
+    def worker_pid(self) -> int:
+        """The worker's own process, whose memory holds the tensors it locates: the launcher's
+        first child, which the launcher forked before any candidate code ran."""
+        if self._worker_pid is None:
+            self._worker_pid = processes.first_child(self.pid)
+            if self._worker_pid is None:
+                raise OSError("the worker's process is gone")
+        return self._worker_pid
 
     @property
     def protections(self) -> list[str]:
@@ -532,11 +543,13 @@ class Worker:
         return reply
 
     @contextlib.contextmanager
-    def reading(self, refs: list[TensorRef], phase: str, held: bool = False) -> Iterator[list[torch.Tensor]]:
+    def reading(self, refs: list[TensorRef], phase: str, held: bool = False,
+                located_limit: int = 0) -> Iterator[list[torch.Tensor]]:
         """The worker's tensors, read in place and valid only inside this block: CUDA ones mapped
         from its allocations (the worker holds them until its next command), CPU ones copied out
-        of its commit buffer into one of the parent's read buffers, which the next block reuses.
-        With `held`, CPU ones are views of the commit buffer instead, and the worker stays
+        of its commit buffer, or out of its own memory (located ones, at most `located_limit`
+        bytes of them), into one of the parent's read buffers, which the next block reuses.
+        With `held`, CPU ones of the commit buffer are views of it instead, and the worker stays
         stopped for the whole block: for tensors passed straight on (a reference's inputs, fed
         to a timed worker), which then cost one copy, not two."""
         mappings: list[cuda_ipc.Mapping] = []
@@ -545,7 +558,7 @@ class Worker:
             with contextlib.ExitStack() as still:
                 still.enter_context(self._held_still(refs, phase))
                 try:
-                    needed = self._host_bytes(refs)
+                    needed = self._host_bytes(refs, located_limit)
                     host = bytearray() if held else self._read_buffers.take(needed)
                     tensors = self._read_all(refs, None if held else host, mappings)
                 except (ValueError, RuntimeError, OSError, TypeError, OverflowError, MemoryError) as exc:
@@ -611,11 +624,16 @@ class Worker:
             yield tensors
             del tensors  # no view may outlive the block: the worker may write there again
 
-    def _host_bytes(self, refs: list[TensorRef]) -> int:
+    def _host_bytes(self, refs: list[TensorRef], located_limit: int = 0) -> int:
         """What the CPU tensors need in a read buffer; checked against the commit buffer's size
-        before anything is allocated (a worker's reply cannot make the parent allocate more)."""
+        (located ones: against `located_limit`) before anything is allocated (a worker's reply
+        cannot make the parent allocate more)."""
+        located = sum(aligned(ref.span_bytes) for ref in refs if ref.device == "cpu" and ref.address is not None)
+        if located > located_limit:
+            raise ValueError(f"the located tensors described add up to {located} bytes, more than the "
+                             f"{located_limit} their expected outputs allow")
         written = self.buffer.size()
-        cpu = [ref for ref in refs if ref.device == "cpu"]
+        cpu = [ref for ref in refs if ref.device == "cpu" and ref.address is None]
         if any(ref.offset < 0 or ref.offset + ref.span_bytes > written for ref in cpu):
             raise ValueError("a CPU tensor runs past the worker's commit buffer")
         needed = sum(aligned(ref.span_bytes) for ref in cpu)
@@ -624,18 +642,24 @@ class Worker:
         if needed > written:
             raise ValueError(f"the CPU tensors described add up to {needed} bytes, more than the "
                              f"worker's commit buffer holds ({written})")
-        return needed
+        return needed + located
 
     def _read_all(self, refs: list[TensorRef], host: bytearray | None, mappings: list) -> list[torch.Tensor]:
         """CPU tensors copied into `host`, or (None) views of the commit buffer itself."""
         tensors, offset = [], 0
         whole = torch.frombuffer(host, dtype=torch.uint8) if host else torch.empty(0, dtype=torch.uint8)
-        written = self.buffer.bytes(max((r.offset + r.span_bytes for r in refs if r.device == "cpu"), default=0))
+        written = self.buffer.bytes(max((r.offset + r.span_bytes for r in refs if r.device == "cpu" and r.address is None),
+                                        default=0))
         for ref in refs:
             if ref.dtype not in ALLOWED_DTYPES:
                 raise ValueError(f"unsupported dtype {ref.dtype}")
             span = ref.span_bytes
-            if ref.device == "cpu" and host is None:
+            if ref.device == "cpu" and ref.address is not None:
+                raw = whole[offset:offset + span] if host is not None else torch.empty(span, dtype=torch.uint8)
+                if span:
+                    processes.read_memory(self.worker_pid, ref.address, raw.data_ptr(), span)
+                offset += aligned(span)
+            elif ref.device == "cpu" and host is None:
                 raw = written[ref.offset:ref.offset + span]
             elif ref.device == "cpu":
                 raw = whole[offset:offset + span].copy_(written[ref.offset:ref.offset + span])

@@ -4,6 +4,8 @@ copied or removed whatever shape a candidate gave them."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import fnmatch
 import os
 import shutil
@@ -85,6 +87,43 @@ def freeze(find: Callable[[], Iterable[int]], frozen: set[int], wait_s: float = 
     return False
 
 
+def first_child(pid: int) -> int | None:
+    """The child of `pid` that started first (a launcher's worker: every other child it has is an
+    orphan of the worker's, adopted later)."""
+    def started(child: int) -> int:
+        try:
+            return int(Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        except (OSError, ValueError, IndexError):
+            return 2**63
+    return min(children(pid), key=started, default=None)
+
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.process_vm_readv.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.POINTER(_IoVec),
+                                   ctypes.c_ulong, ctypes.c_ulong]
+_libc.process_vm_readv.restype = ctypes.c_ssize_t
+
+
+def read_memory(pid: int, address: int, into: int, length: int) -> None:
+    """Copy `length` bytes at `address` in process `pid`'s memory to `into` (an address of ours):
+    what a worker of this user left there (process_vm_readv; a worker that made itself
+    non-dumpable, or described memory it has not mapped, raises OSError)."""
+    done = 0
+    while done < length:
+        local, remote = _IoVec(into + done, length - done), _IoVec(address + done, length - done)
+        read = _libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        if read < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"reading {length} bytes of process {pid}'s memory: {os.strerror(code)}")
+        if read == 0:
+            raise OSError(errno.EFAULT, f"reading process {pid}'s memory stopped after {done} of {length} bytes")
+        done += read
+
+
 def tree(root: int) -> list[int]:
     return [root, *descendants(root)]
 
@@ -101,6 +140,57 @@ def kill_tree(root: int) -> None:
     last, so no orphan leaves the tree before it is killed."""
     kill_descendants(root)
     signal_all([root], signal.SIGKILL)
+
+
+TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+# /proc/stat's cpu line: user nice system idle iowait irq softirq steal; guest time is in user already.
+BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
+
+
+def busy_ticks() -> int | None:
+    """Every core's busy time so far (/proc/stat, clock ticks), time the hypervisor gave another
+    machine (steal) included; None where it cannot be read."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()[1:]
+        return sum(int(fields[index]) for index in BUSY_FIELDS)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_ticks(pids: Iterable[int]) -> int:
+    """The processes' user and system time so far (clock ticks), their reaped children's
+    included: a process that ended is counted in its parent's once reaped. One gone counts nothing."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(fields[index]) for index in (11, 12, 13, 14))  # utime, stime, cutime, cstime
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+class OthersCpu:
+    """Around a block: how many cores, on average, processes other than `ours()` kept busy (None
+    where /proc/stat cannot be read). Ticks are 10 ms apart, so a short block's figure is rough.
+    A process of ours that ends during the block is counted, once its parent (ours) has reaped
+    it, in the parent's children's time; until then (a zombie) in its own."""
+
+    def __init__(self, ours: Callable[[], Iterable[int]]):
+        self.ours = ours
+        self.cores: float | None = None
+
+    def __enter__(self) -> OthersCpu:
+        self._began, self._busy, self._ours_ticks = time.monotonic(), busy_ticks(), cpu_ticks(self.ours())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        busy, seconds = busy_ticks(), time.monotonic() - self._began
+        if busy is None or self._busy is None or seconds <= 0:
+            return
+        others = (busy - self._busy) - (cpu_ticks(self.ours()) - self._ours_ticks)
+        self.cores = round(max(0, others) / TICKS_PER_S / seconds, 3)
 
 
 def resident_bytes(pids: list[int]) -> int:

@@ -71,6 +71,7 @@ CallMillis = Annotated[float, Field(ge=1e-6, le=MAX_MILLIS, allow_inf_nan=False)
 # A tensor's sizes and strides as a worker describes them: what torch can index (an int64 product of
 # sizes past 2**63 made the parent's as_strided raise TypeError, outside the protocol's errors).
 Extent = Annotated[int, Field(ge=0, le=2**40)]
+Address = Annotated[int, Field(ge=0, lt=2**64)]  # in a worker's own memory
 
 
 class TensorRef(BaseModel):
@@ -84,6 +85,9 @@ class TensorRef(BaseModel):
     device: Literal["cpu", "cuda"]
     ipc_handle: str | None = None  # cuda: the allocation's IPC handle, hex
     offset: Extent = 0  # bytes: from the allocation's start (cuda) or the buffer's (cpu) to the storage's
+    # cpu: where the tensor's first element is in the worker's own memory (a timed call's output,
+    # which the parent reads there itself; storage_offset 0); None: in the commit buffer, at `offset`
+    address: Address | None = None
 
     @model_validator(mode="after")
     def _one_stride_per_size(self) -> TensorRef:
@@ -109,7 +113,8 @@ class TensorRef(BaseModel):
 
 
 class Command(BaseModel):
-    op: Literal["boot", "job", "trial", "inputs", "warmup", "timed", "commit", "profile", "settle", "floor", "math", "exit"]
+    op: Literal["boot", "job", "trial", "inputs", "warmup", "timed", "commit", "release", "profile", "settle", "floor",
+                "math", "exit"]
     job: WorkerJob | None = None  # job: what to load
     # boot (before the job, no reply): import what loading a reference needs while booting
     seed: int = 0  # trial, floor: the inputs are the problem's get_inputs() after this seed
@@ -121,6 +126,11 @@ class Command(BaseModel):
     # calls' outputs, described only now (stacked for more than one call), so that the parent's
     # clock sees writing them apart from the calls (judge/timer.py, vouched_median)
     calls: int = Field(1, ge=1)
+    # timed (CPU): the reply says where the calls' outputs are in the worker's memory (`outputs`,
+    # the first call's, and `addresses`); the parent reads the ones it checks there, the worker
+    # stopped, and `release` lets them go. Nothing of the worker's runs between the calls and
+    # that read but the reply: no commit a candidate could do its work in.
+    locate: bool = False
     sizes: dict[str, int] | None = None  # trial: other values for the problem's input-size constants
     profile: bool = False  # timed: run this call under the profiler (its profile is asked for next: `profile`)
     default_math: bool = False  # math (reference only): PyTorch's default math flags instead of strict fp32
@@ -130,6 +140,10 @@ class Command(BaseModel):
 
 # What a worker may say about an exception (it truncates to these; more breaks the protocol).
 MAX_TENSORS = 1024  # in one reply's outputs or inputs: each is mapped or copied before anything is compared
+# Calls in a batch, at most: each costs the reference a seed's inputs made (before the parent's
+# clock starts), and the worker a view of its inputs and its outputs' place (outside the timed
+# calls, inside the parent's clock).
+MAX_BATCH_CALLS = 1024
 MAX_NAME_CHARS, MAX_MESSAGE_CHARS, MAX_TRACEBACK_LINES, MAX_LINE_CHARS = 200, 64_000, 8, 500
 MAX_SOURCE_CHARS = 256_000
 GeneratedSource = Literal["main.cpp", "cuda.cu"]  # load_inline's, which a compiler error's line refers to
@@ -214,6 +228,9 @@ class Reply(BaseModel):
     # timed: the worker's own clock around its forward calls (all of them); warmup: its fastest
     # call; settle: see Command
     elapsed_ms: CallMillis | None = None
+    # timed with `locate`: per call, where each of its outputs' first element is (the layout is the
+    # first call's, `outputs`)
+    addresses: list[list[Address]] | None = Field(default=None, max_length=MAX_BATCH_CALLS)
     profile: Profile | None = None  # profile: what the last profiled timed command ran
     floor: HardwareFloor | None = None
     threads_alive: int = 0  # Python threads besides the main one after the command
@@ -222,17 +239,21 @@ class Reply(BaseModel):
 REPLY = TypeAdapter(Reply)
 # What a successful reply to each command must carry; anything else is a broken (or forged) message.
 REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs", "form"), "inputs": (), "warmup": (),
-                   "timed": ("elapsed_ms",), "commit": ("outputs",), "profile": ("profile",), "settle": (), "floor": ("floor",),
-                   "math": ()}
+                   "timed": ("elapsed_ms",), "commit": ("outputs",), "release": (), "profile": ("profile",), "settle": (),
+                   "floor": ("floor",), "math": ()}
 
 
 def fits(command: Command, reply: Reply) -> bool:
     """Whether a reply carries what its command asks for: the committed outputs of a timed
-    command of several calls stacked, a row per call."""
+    command of several calls stacked, a row per call; a located one's places, one per call."""
     if not reply.ok:
         return True
     if not all(getattr(reply, field) is not None for field in REQUIRED_FIELDS[command.op]):
         return False
+    if command.op == "timed" and command.locate:
+        return reply.outputs is not None and reply.addresses is not None and len(reply.addresses) == command.calls and \
+            all(len(places) == len(reply.outputs) for places in reply.addresses) and \
+            all(ref.device == "cpu" and ref.address is not None for ref in reply.outputs)
     return command.op != "commit" or command.calls == 1 or all(ref.shape[:1] == [command.calls] for ref in reply.outputs)
 
 

@@ -31,6 +31,7 @@ EXPECTED = {
     "tiny_relu/slow_while_sized.py": ("ok", "timing_disagrees"),  # then quick: timed again in larger batches
     "tiny_relu/lean_forged.py": ("ok", "timing_disagrees"),  # a leaner timed command of its own, 1 ns reported
     "tiny_relu/cpp_twin.py": ("ok", None),
+    "tiny_relu/work_after_calls.py": ("ok", "timing_disagrees"),  # its work after its clock, before its reply
     "tiny_relu/forged_channel.py": ("crash", None),
     "tiny_relu/silent_failure.py": ("crash", None),  # a bare {"ok": false}: a broken message, not a harness error
     "tiny_relu/zero_time.py": ("crash", None),  # a time of 0 ms: a broken message, not a zero median
@@ -135,6 +136,15 @@ def test_a_forged_time_below_the_reference_overhead_and_slack_is_not_believed(ju
     lean = judged["tiny_relu/lean_forged.py"]
     assert lean["timing"]["calls_per_sample"] > 100
     assert "timing_disagrees" in lean["flags"] and lean["speedup"] < 4, (lean["speedup"], lean["evidence"])
+
+
+def test_work_done_after_the_calls_inside_the_timed_command_counts(judged):
+    """work_after_calls.py computes its outputs after its own clock stopped, where the worker says
+    where they are: the parent's clock sees it, and no allowance of the reference's covers it (an
+    outputs' commit there once did: 35x to 126x its twin's speed). Its speed is its work's."""
+    after = judged["tiny_relu/work_after_calls.py"]
+    assert "timing_disagrees" in after["flags"], after["evidence"]
+    assert timed_ms(after) >= 0.6 * timed_ms(judged["tiny_relu/quick_twin.py"]), (timed_ms(after), after["evidence"])
 
 
 def test_honest_candidates_carry_no_flags(judged):
@@ -298,7 +308,7 @@ def test_a_precision_downcast_fails_the_fp32_tolerance_and_shows_the_error_size(
 
 def test_honest_kernels_get_no_flag_when_both_cores_are_busy(tmp_path):
     """Two busy loops beside the run (this machine has two cores): the wall-clock bound must leave
-    honest candidates alone."""
+    honest candidates alone, and each result says the machine was busy (`busy_machine`)."""
     import subprocess
     import sys
 
@@ -316,5 +326,8 @@ def test_honest_kernels_get_no_flag_when_both_cores_are_busy(tmp_path):
         for hog in hogs:
             hog.kill()
     for result in map(json.loads, (out / "results.jsonl").read_text().splitlines()):
-        assert result["status"] == "ok" and result["flags"] == ["no_custom_kernel"], \
+        # No flag on the kernel; the machine's being busy is said, with how busy (each loop about
+        # two thirds of a core beside the timed worker).
+        assert result["status"] == "ok" and sorted(result["flags"]) == ["busy_machine", "no_custom_kernel"], \
             (result["candidate"], result["flags"], result["evidence"])
+        assert result["timing"]["others_cores"] >= 0.5, result["timing"]

@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from harness.judge.timer import (BATCH_MS, CHECKED_PER_BATCH, PROFILED_BATCH, ShortBatch, Timed, TimingPlan, Timer, converged,
-                                 median_interval, timing_bound, timing_stats, vouched_median)
+from harness.judge.timer import (BATCH_MS, BUSY_CORES, CHECKED_PER_BATCH, PROFILED_BATCH, ShortBatch, Timed, TimingPlan, Timer,
+                                 busy_machine, converged, median_interval, timing_bound, timing_stats, vouched_median)
 from harness.records import TimingBound
+from harness.worker import processes
 from harness.worker.protocol import Profile, Reply, TensorRef
 
 
@@ -38,9 +39,14 @@ def ref(*shape: int) -> TensorRef:
     return TensorRef(dtype="float32", shape=list(shape), stride=strides, storage_offset=0, device="cpu")
 
 
+def located(address):
+    return ref(2).model_copy(update={"address": address})
+
+
 class FakeWorker:
     """Replies to `timed` with a fixed time per call, taking `call_s` per call by the parent's
-    clock, and its outputs stacked (a row of two floats per call); remembers the
+    clock, and where its outputs are (two floats per call: located on the CPU, committed stacked
+    on a GPU); remembers the
     commands, and which it was asked for the profile of (`summarized`: the count of timed commands
     when each profile was asked for), answering those after `summary_s`."""
 
@@ -53,12 +59,17 @@ class FakeWorker:
         self.ops.append(command.op)
         if command.op == "commit":  # the last timed command's outputs
             return Reply(ok=True, outputs=[ref(command.calls, 2)] if command.calls > 1 else [ref(2)])
+        if command.op == "release":
+            return Reply(ok=True)
         if command.op == "profile":
             self.summarized.append(len(self.commands))
             time.sleep(self.summary_s)
             return Reply(ok=True, profile=Profile(ops=["aten::relu"], elapsed_ms=self.elapsed_ms * self.commands[-1].calls))
         self.commands.append(command)
         time.sleep(self.call_s * command.calls)
+        if command.op == "timed" and command.locate:  # each call's two floats where it left them
+            return Reply(ok=True, elapsed_ms=self.elapsed_ms * command.calls, outputs=[located(4096)],
+                         addresses=[[4096 * (call + 1)] for call in range(command.calls)])
         return Reply(ok=True, elapsed_ms=self.elapsed_ms * command.calls)
 
 
@@ -255,7 +266,7 @@ def test_a_verified_batch_has_some_of_its_calls_checked_each_against_its_own_see
     by_seed = {seed: place for c in worker.commands for place, seed in enumerate(c.seeds)}
     for calls in checked:
         assert len({c.seed for c in calls}) == CHECKED_PER_BATCH
-        assert all(c.outputs == [ref(50, 2).row(by_seed[c.seed])] and c.fed is None for c in calls)  # its own row
+        assert all(c.outputs == [located(4096 * (by_seed[c.seed] + 1))] and c.fed is None for c in calls)  # its own
     places = {by_seed[c.seed] for calls in checked for c in calls}
     assert len(places) > CHECKED_PER_BATCH  # not the same places every time: a worker cannot tell
     assert len(checked) == 20  # every batch verified: a batched timing makes few commands
@@ -311,7 +322,18 @@ def test_a_batch_too_short_for_the_bound_stops_a_timing_that_insists():
         assert objection is None and len(timed.reported_ms) == 10
 
 
-def test_each_timed_command_is_followed_by_the_commit_of_its_outputs_timed_apart():
+def test_on_the_cpu_outputs_are_read_where_they_are_then_let_go_on_no_clock():
+    """No commit: a candidate could do its work in one, inside the allowance for the reference's
+    (a fused relu written into the commit buffer scored 35x to 126x; red team)."""
+    worker = FakeWorker()
+    timed, _ = Timer(worker, plan(fixed=3), random.Random(5), batch=4, cap=4).run(
+        check=lambda calls: worker.ops.append("check"), profiled=0)
+    # The first command of a batched timing (after a pause) is made but not recorded or checked.
+    assert worker.ops == ["timed"] + ["release", "timed", "check"] * 3 + ["release"]
+    assert all(c.locate for c in worker.commands) and timed.commit_ms == [] and len(timed.wall_ms) == 3
+
+
+def test_on_a_gpu_each_timed_command_is_followed_by_the_commit_of_its_outputs_timed_apart():
     class SlowCommit(FakeWorker):
         def request(self, command, phase):
             if command.op == "commit":
@@ -319,9 +341,11 @@ def test_each_timed_command_is_followed_by_the_commit_of_its_outputs_timed_apart
             return super().request(command, phase)
 
     worker = SlowCommit()
-    timed, _ = Timer(worker, plan(fixed=3), random.Random(5), batch=4, cap=4).run(check=lambda calls: None, profiled=0)
+    timed, _ = Timer(worker, plan(fixed=3, device="cuda"), random.Random(5), batch=4, cap=4).run(
+        check=lambda calls: None, profiled=0)
     # The first command of a batched timing (after a pause) is made but not recorded.
-    assert worker.ops == ["timed", "commit"] * 4 and [c.calls for c in worker.commands] == [4] * 4
+    assert [op for op in worker.ops if op != "settle"] == ["timed", "commit"] * 4
+    assert [c.calls for c in worker.commands if c.op == "timed"] == [4] * 4
     assert len(timed.reported_ms) == len(timed.commit_ms) == 3
     assert all(0.001 <= c <= w for c, w in zip(timed.commit_ms, timed.wall_ms))  # per call: 4 ms over 4 calls
 
@@ -413,3 +437,28 @@ def test_in_batches_a_report_far_below_the_clock_is_flagged_even_within_the_slac
     # One call to a command (a GPU's tiny kernel beside a millisecond of noisy overhead): the slack alone decides.
     tiny = Timed(reported_ms=[0.02] * 5, wall_ms=[1.12] * 5, batch=1)
     assert vouched_median(tiny.reported_ms, timing_bound(tiny, [0.8, 1.0, 1.2, 1.0, 0.8, 1.2], [], "cuda"))[1] is None
+
+
+def test_a_timing_window_keeps_what_other_processes_used_meanwhile():
+    meter = processes.OthersCpu(lambda: [])
+
+    @contextlib.contextmanager
+    def quiet():
+        yield meter
+        meter.cores = 1.25  # measured as the window closes
+
+    timed, _ = Timer(FakeWorker(), plan(fixed=3), random.Random(1), quiet=quiet).run(profiled=0)
+    assert timed.others_cores == 1.25
+    unmeasured, _ = Timer(FakeWorker(), plan(fixed=3), random.Random(1)).run(profiled=0)
+    assert unmeasured.others_cores is None
+
+
+def test_a_speed_timed_beside_other_processes_says_the_machine_was_busy():
+    def stats(others):
+        return timing_stats([1.0, 1.1, 0.9], "perf_counter", others_cores=others)
+
+    assert busy_machine(stats(0.02), stats(None)) is None
+    assert busy_machine(stats(BUSY_CORES * 0.9), stats(0.0)) is None
+    assert "kept 1.3 cores busy while it was timed and 0.0 while the reference was" in busy_machine(stats(1.3), stats(0.0))
+    assert "kept 0.8 cores busy while it was timed and unmeasured while" in busy_machine(stats(0.8), stats(None))
+    assert "0.0 cores busy while it was timed and 0.9 while the reference was" in busy_machine(stats(0.0), stats(0.9))

@@ -1,7 +1,7 @@
 """A run at a glance: rates, fast_p and the geometric mean."""
 
 from harness.present.summary import summarize_run, summary_table
-from harness.records import Result, Status
+from harness.records import Flag, Result, Status
 
 
 def test_summary_rates_exclude_skipped():
@@ -35,3 +35,14 @@ def test_end_of_run_table_fits_100_columns_sorts_naturally_and_says_where_the_fu
     assert [line.split("_")[0] for line in lines[1:4]] == ["1", "2", "12"]
     assert "2/3" in lines[1] and "3.00x" in lines[1] and lines[1].endswith("1_2.py")
     assert lines[-1] == "every candidate with its verdict and reason: reports/r/index.html"
+
+
+def test_the_end_of_run_table_counts_candidates_timed_on_a_busy_machine():
+    def result(name, flags):
+        return Result(run_id="r", problem="p", candidate=name, status=Status.ok, speedup=1.0, candidate_hash="h", flags=flags)
+
+    quiet = summary_table([result("a.py", [])], "index.html")
+    assert "busy" not in quiet
+    busy = summary_table([result("a.py", [Flag.busy_machine]), result("b.py", [Flag.busy_machine, Flag.no_custom_kernel]),
+                          result("c.py", [])], "index.html")
+    assert "timed while other processes kept the CPU busy: 2 (flag busy_machine)" in busy.splitlines()

@@ -163,3 +163,53 @@ def test_a_worker_refused_by_a_closed_gate_keeps_nothing():
         Worker(Placement(env={RUN_TOKEN_VAR: token}), role="worker", device="cpu", timeout_s=5, pace=gate)
     assert not run_scratch(token).exists()
     assert len(os.listdir("/proc/self/fd")) == open_before
+
+
+BUSY_LOOP = "import time\nend = time.time() + 60\nwhile time.time() < end: pass"
+
+
+def busy_loop(env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", BUSY_LOOP], env=env)
+
+
+def test_a_window_measures_what_processes_outside_the_run_kept_busy(gate):
+    """The run's own processes (the timed one here, a busy loop) are not counted; an outsider's
+    busy loop, about a core, is."""
+    from harness.judge.timer import BUSY_CORES
+
+    token = gate.marker.decode().split("=", 1)[1]
+    timed = busy_loop(os.environ | {RUN_TOKEN_VAR: token})
+    try:
+        with gate.quiet([timed.pid]) as alone:
+            time.sleep(1.0)
+        outsider = busy_loop()
+        try:
+            time.sleep(0.2)  # past its start
+            with gate.quiet([timed.pid]) as beside:
+                time.sleep(1.0)
+        finally:
+            outsider.kill()
+            outsider.wait()
+    finally:
+        timed.kill()
+        timed.wait()
+    assert alone.cores < BUSY_CORES <= beside.cores, (alone.cores, beside.cores)
+
+
+def test_an_inactive_gate_measures_nothing():
+    with QuietGate("unused", active=False).quiet([]) as others:
+        assert others is None
+
+
+def test_a_process_of_ours_that_ends_during_a_window_is_not_counted_as_anothers():
+    """Its CPU time so far stops showing in its own /proc entry when it ends; once reaped it shows
+    in its parent's children's time instead (it once came out as 3.7 cores of other processes)."""
+    from harness.judge.timer import BUSY_CORES
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 1.0\nwhile time.time() < end: pass\n"
+                              "import sys\nsys.stdin.read()"], stdin=subprocess.PIPE)
+    time.sleep(1.2)  # a second of CPU time spent, then waiting
+    with processes.OthersCpu(lambda: processes.tree(os.getpid())) as others:
+        child.communicate(b"")  # it ends, and is reaped
+        time.sleep(0.3)
+    assert others.cores is not None and others.cores < BUSY_CORES, others.cores

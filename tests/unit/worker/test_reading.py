@@ -12,7 +12,7 @@ import torch
 
 from harness.worker import processes
 from harness.worker.parent import CommitFile, ReadBuffers, Worker, sealed_memory_file
-from harness.worker.protocol import CommitBuffer, describe
+from harness.worker.protocol import CommitBuffer, TensorRef, describe
 
 IDLE = "import time; time.sleep(600)"
 # A worker whose thread rewrites its whole commit buffer (all 1s, then all 2s, over and over) as a
@@ -193,3 +193,33 @@ def test_tensors_passed_straight_on_are_read_in_place_with_the_worker_stopped_th
         CommitBuffer(parent.buffer.fd).write([torch.zeros(3, 5)])
         assert read[0].abs().sum() == 0  # views, not copies
     assert not processes.stopped(parent.pid)
+
+
+# A launcher whose first child holds 1,000 floats (0, 1, 2, ...) and says where they are.
+HOLDER = textwrap.dedent("""
+    import array, os, time
+    if os.fork() == 0:
+        values = array.array("f", [float(i) for i in range(1000)])
+        os.write(1, f"{values.buffer_info()[0]}\\n".encode())
+    time.sleep(600)
+""")
+
+
+def test_located_tensors_are_read_from_the_workers_own_memory_and_only_as_much_as_allowed():
+    """A timed call's outputs on the CPU are read where the worker left them (its first child's
+    memory, the launcher's being the tree's root), its tree stopped meanwhile."""
+    worker = worker_reading(HOLDER)
+    worker._worker_pid = None
+    try:
+        address = int(worker.process.stdout.readline())
+        ref = TensorRef(dtype="float32", shape=[10, 100], stride=[100, 1], storage_offset=0, device="cpu", address=address)
+        with worker.reading([ref], "test", located_limit=4032) as (read,):  # 4,000 bytes, aligned
+            assert torch.equal(read.flatten(), torch.arange(1000, dtype=torch.float32))
+        assert worker.worker_pid != worker.pid
+        with pytest.raises(ValueError, match="more than the 4031"):
+            worker._host_bytes([ref], located_limit=4031)
+        with pytest.raises(OSError):  # memory it has not mapped
+            processes.read_memory(worker.worker_pid, 8, torch.empty(4).data_ptr(), 16)
+    finally:
+        processes.kill_tree(worker.pid)
+        discard(worker)
