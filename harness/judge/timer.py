@@ -77,9 +77,11 @@ DISAGREE_FACTOR = 1.1  # a vouched median this far above the reported one (and b
 # as long as the call (the slack's share of it bounds the rest), and less the longer the call.
 IMPLAUSIBLE_FACTOR = 2.0
 # Cores, on average, that processes outside a CPU run may keep busy while a model is timed before
-# its result says the machine was busy (`busy_machine`): an idle VM's own housekeeping is a few
-# hundredths of a core, each of two busy loops beside a timed worker about two thirds of one.
-BUSY_CORES = 0.5
+# its result says the machine was busy (`busy_machine`). On the 2-core VM: 0.0 to 0.07 in idle
+# runs; beside two busy loops 0.26 to 0.58 while the main job's candidates were timed (the run's
+# own processes, the timed worker and the reference making its inputs, keep most of the cores),
+# and their speedups came out 1.3x to 2.3x their idle figures, the same hour.
+BUSY_CORES = 0.25
 
 
 # On a CPU run, calls shorter than this are timed several to a command, back to back, each on

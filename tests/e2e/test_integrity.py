@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from harness.cli import main
+from harness.judge.timer import BUSY_CORES
 
 from tests.support import DATA
 
@@ -326,8 +327,7 @@ def test_honest_kernels_get_no_flag_when_both_cores_are_busy(tmp_path):
         for hog in hogs:
             hog.kill()
     for result in map(json.loads, (out / "results.jsonl").read_text().splitlines()):
-        # No flag on the kernel; the machine's being busy is said, with how busy (each loop about
-        # two thirds of a core beside the timed worker).
+        # No flag on the kernel; the machine's being busy is said, with how busy.
         assert result["status"] == "ok" and sorted(result["flags"]) == ["busy_machine", "no_custom_kernel"], \
             (result["candidate"], result["flags"], result["evidence"])
-        assert result["timing"]["others_cores"] >= 0.5, result["timing"]
+        assert result["timing"]["others_cores"] >= BUSY_CORES, result["timing"]
