@@ -118,7 +118,9 @@ def read_memory(pid: int, address: int, into: int, length: int) -> None:
         read = _libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
         if read < 0:
             code = ctypes.get_errno()
-            raise OSError(code, f"reading {length} bytes of process {pid}'s memory: {os.strerror(code)}")
+            why = (" (a worker that made itself non-dumpable, or a host whose Yama ptrace_scope is 2 or 3)"
+                   if code == errno.EPERM else "")
+            raise OSError(code, f"reading {length} bytes of process {pid}'s memory: {os.strerror(code)}{why}")
         if read == 0:
             raise OSError(errno.EFAULT, f"reading process {pid}'s memory stopped after {done} of {length} bytes")
         done += read
