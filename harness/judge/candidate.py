@@ -37,9 +37,10 @@ from .timer import Call, ShortBatch, Timed, Timer, TimingPlan, busy_machine, tim
 
 T = TypeVar("T")  # what reference calls made with the candidate stopped measure
 # A checked call's outputs read from a CPU worker's memory may span this many times the expected
-# outputs' bytes, and this much more (views of a larger storage); a reply describing more breaks
-# the protocol (a 4 TB view must not make the parent read, or allocate, 4 TB).
-LOCATED_SPAN_FACTOR, LOCATED_SPAN_EXTRA = 2, 1 << 20
+# outputs' bytes, and this much more: views of a larger storage (q, k and v as chunks of one
+# buffer's last dimension span about three times their bytes together); a reply describing more
+# breaks the protocol (a 4 TB view must not make the parent read, or allocate, 4 TB).
+LOCATED_SPAN_FACTOR, LOCATED_SPAN_EXTRA = 4, 1 << 20
 LOG_TAIL_CHARS = 4000
 SECOND_LOOK_CALLS = 6  # profiled calls more, when the first ones were slower than the profiler explains
 # How long a stopped candidate's GPU work may take to end before the reference's recalibration

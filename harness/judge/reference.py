@@ -195,6 +195,8 @@ class ReferenceRunner:
             timed.reported_ms += again.reported_ms
             timed.wall_ms += again.wall_ms
             timed.stopped = again.stopped
+            timed.others_cores = max((share for share in (timed.others_cores, again.others_cores) if share is not None),
+                                     default=None)
         self.timed = timed
         self.timing = timing_stats(timed.reported_ms, self.clock, timed.stopped, timed.batch, timed.others_cores)
         self.profile = timed.profiles[0] if timed.profiles else None

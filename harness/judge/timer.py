@@ -77,10 +77,10 @@ DISAGREE_FACTOR = 1.1  # a vouched median this far above the reported one (and b
 # as long as the call (the slack's share of it bounds the rest), and less the longer the call.
 IMPLAUSIBLE_FACTOR = 2.0
 # Cores, on average, that processes outside a CPU run may keep busy while a model is timed before
-# its result says the machine was busy (`busy_machine`). On the 2-core VM: 0.0 to 0.07 in idle
-# runs; beside two busy loops 0.26 to 0.58 while the main job's candidates were timed (the run's
-# own processes, the timed worker and the reference making its inputs, keep most of the cores),
-# and their speedups came out 1.3x to 2.3x their idle figures, the same hour.
+# its result says the machine was busy (`busy_machine`). On the 2-core VM: 0.0 to 0.04 in an idle
+# integrity run; beside two busy loops 1.0 to 1.2 while the main job's models were timed (1.0 to
+# 1.4 for the tiny ones), and the speedups came out 0.9x to 2.0x their idle figures the same hour
+# (1.1x to 3.2x in an earlier pair of runs).
 BUSY_CORES = 0.25
 
 
@@ -404,12 +404,13 @@ def busy_machine(candidate: TimingStats, reference: TimingStats) -> str | None:
     """Why a CPU run's speed and speedup are not an idle machine's, where processes outside the
     run kept BUSY_CORES or more busy while the candidate or the reference timing its speedup is
     against was timed. Beside two busy loops on the 2-core VM the main job's speedups came out
-    1.1 to 3.2 times the idle machine's (a reference on two threads loses more to them than a
-    one-thread kernel), and no kernel was flagged `timing_disagrees` for it."""
+    0.9 to 3.2 times the idle machine's (a reference on two threads loses more to them than a
+    one-thread kernel), and no kernel was flagged `timing_disagrees` for it. A window shorter
+    than OthersCpu.MIN_SECONDS is not measured, and flags nothing."""
     shares = (candidate.others_cores, reference.others_cores)
     if max((share or 0.0 for share in shares), default=0.0) < BUSY_CORES:
         return None
-    mine, theirs = ("unmeasured" if share is None else f"{share:.1f}" for share in shares)
+    mine, theirs = ("unmeasured" if share is None else f"{share:.2f}" for share in shares)
     return (f"other processes kept {mine} cores busy while it was timed and {theirs} while the reference was: "
             f"its speed and speedup are not an idle machine's")
 

@@ -96,10 +96,11 @@ class QuietGate(Pace):
                 self._quiet_s += time.monotonic() - began
                 self._state.notify_all()
 
-    def _ours(self) -> list[int]:
-        """This process and every process of the run."""
-        return [os.getpid(), *(pid for launcher in processes.find_with_environment(self.marker)
-                                for pid in processes.tree(launcher))]
+    def _ours(self) -> set[int]:
+        """This process and every process of the run, once each (a worker, forked by its launcher,
+        carries the run's marker too)."""
+        return {os.getpid(), *(pid for launcher in processes.find_with_environment(self.marker)
+                               for pid in processes.tree(launcher))}
 
     def _others(self, timed: list[int]) -> set[int]:
         """Every process of the run outside the trees of the `timed` launchers."""

@@ -131,19 +131,33 @@ def alike(rows: list[list[torch.Tensor]]) -> bool:
     return all([(t.shape, t.dtype) for t in row] == first for row in rows[1:])
 
 
-def located(per_call: list[list[torch.Tensor]]) -> tuple[list[TensorRef], list[list[int]]]:
+def located(returned: list) -> tuple[list[TensorRef], list[list[int]]]:
     """Where a timed command's outputs are in this process's memory: the first call's layout
     (with the address of each output's first element) and, per call, those addresses. The parent
-    reads the calls it checks there itself; every call's outputs must be laid out as the first's
-    (the same dtypes, shapes and strides; a row of an input fed in place is one too)."""
-    layout = [(t.dtype, t.shape, t.stride()) for t in per_call[0]]
-    if any([(t.dtype, t.shape, t.stride()) for t in outputs] != layout for outputs in per_call[1:]):
-        raise NotPlainTensor("forward returned tensors of other shapes, dtypes or layouts from one call to the next")
-    if any(t.is_cuda for t in per_call[0]):
+    reads the calls it checks there itself, with the first call's layout; that every call's is
+    the same is checked once they are read (`laid_out_alike`), on no clock: here, inside the
+    parent's clock, it was per-call work a worker that skipped it would gain."""
+    first = plain_outputs(returned[0])
+    if any(t.is_cuda for t in first):
         raise NotPlainTensor("forward returned a CUDA tensor on a CPU run")
     refs = [TensorRef(dtype=str(t.dtype).removeprefix("torch."), shape=list(t.shape), stride=list(t.stride()),
-                      storage_offset=0, device="cpu", address=t.data_ptr()) for t in per_call[0]]
-    return refs, [[t.data_ptr() for t in outputs] for outputs in per_call]
+                      storage_offset=0, device="cpu", address=t.data_ptr()) for t in first]
+    return refs, [[t.data_ptr() for t in plain_outputs(output)] for output in returned]
+
+
+def layout(tensor: torch.Tensor) -> tuple:
+    """What reading a tensor at its first element's address needs: dtype, shape, and the strides
+    of its dimensions longer than 1 (a length-1 dimension's stride is never stepped over)."""
+    return tensor.dtype, tuple(tensor.shape), tuple(step for step, size in zip(tensor.stride(), tensor.shape) if size > 1)
+
+
+def laid_out_alike(returned: list) -> None:
+    if not returned:
+        return
+    per_call = [plain_outputs(output) for output in returned]
+    first = [layout(t) for t in per_call[0]]
+    if any([layout(t) for t in outputs] != first for outputs in per_call[1:]):
+        raise NotPlainTensor("forward returned tensors of other shapes, dtypes or layouts from one call to the next")
 
 
 def rows_key(stacked: list[torch.Tensor], calls: int) -> tuple:
@@ -250,6 +264,7 @@ class Session:
         self.dtype = PRECISION_DTYPES[job.precision]
         self.held: list[torch.Tensor] = []  # what the parent may be reading: kept until the next command
         self.uncommitted: list = []  # what the last timed command's calls returned, one item a call, until `commit`
+        self.unreleased: list = []  # the same, once located (CPU), until `release`
         self.last_fed: tuple[list[TensorRef], int] | None = None  # the last timed command's fed inputs and calls
         self.next_rows: tuple[tuple, list[list[torch.Tensor]]] | None = None  # rows for a command like it (`prepare_rows`)
         self.timed_model = torch.compile(model) if job.compile_baseline else model
@@ -401,13 +416,15 @@ class Session:
 
     def locate(self) -> tuple[list[TensorRef], list[list[int]]]:
         """Where the last timed command's outputs are (`located`), held until `released`."""
-        per_call = [plain_outputs(output) for output in self.uncommitted]
-        self.uncommitted, self.held = [], [tensor for outputs in per_call for tensor in outputs]
-        return located(per_call)
+        self.unreleased, self.uncommitted = self.uncommitted, []
+        return located(self.unreleased)
 
     def released(self) -> None:
-        """The located outputs read: freed, and the next command's rows made, on no clock (`prepare_rows`)."""
-        self.held = []
+        """The located outputs read: checked to be laid out alike, freed, and the next command's
+        rows made, on no clock (`prepare_rows`)."""
+        unreleased, self.unreleased = self.unreleased, []
+        laid_out_alike(unreleased)
+        del unreleased
         self.prepare_rows()
 
     def committed(self) -> list[list[torch.Tensor]]:

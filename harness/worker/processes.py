@@ -160,24 +160,27 @@ def busy_ticks() -> int | None:
         return None
 
 
-def cpu_ticks(pids: Iterable[int]) -> int:
-    """The processes' user and system time so far (clock ticks), their reaped children's
-    included: a process that ended is counted in its parent's once reaped. One gone counts nothing."""
-    total = 0
+def cpu_ticks(pids: Iterable[int]) -> dict[tuple[int, int], int]:
+    """Per process (pid and start time, so that a pid reused is another process), its user and
+    system time so far and its reaped children's (clock ticks). One gone is left out."""
+    found = {}
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += sum(int(fields[index]) for index in (11, 12, 13, 14))  # utime, stime, cutime, cstime
+            found[(pid, int(fields[19]))] = sum(int(fields[index]) for index in (11, 12, 13, 14))
         except (OSError, ValueError, IndexError):
             continue
-    return total
+    return found
 
 
 class OthersCpu:
-    """Around a block: how many cores, on average, processes other than `ours()` kept busy (None
-    where /proc/stat cannot be read). Ticks are 10 ms apart, so a short block's figure is rough.
-    A process of ours that ends during the block is counted, once its parent (ours) has reaped
-    it, in the parent's children's time; until then (a zombie) in its own."""
+    """Around a block of at least MIN_SECONDS: how many cores, on average, processes other than
+    `ours()` kept busy (else, or where /proc/stat cannot be read, None). Ours count by what each
+    one present at both ends used meanwhile, a child's time once its parent reaps it included:
+    one that ends during the block without a reaper of ours counts as nobody's, not with its
+    whole life's time. Ticks are 10 ms apart: a shorter block's figure would be mostly rounding."""
+
+    MIN_SECONDS = 1.0
 
     def __init__(self, ours: Callable[[], Iterable[int]]):
         self.ours = ours
@@ -189,10 +192,12 @@ class OthersCpu:
 
     def __exit__(self, *exc) -> None:
         busy, seconds = busy_ticks(), time.monotonic() - self._began
-        if busy is None or self._busy is None or seconds <= 0:
+        if busy is None or self._busy is None or seconds < self.MIN_SECONDS:
             return
-        others = (busy - self._busy) - (cpu_ticks(self.ours()) - self._ours_ticks)
-        self.cores = round(max(0, others) / TICKS_PER_S / seconds, 3)
+        now = cpu_ticks(self.ours())
+        ours = sum(ticks - self._ours_ticks.get(key, 0) for key, ticks in now.items())
+        cores = (busy - self._busy - ours) / TICKS_PER_S / seconds
+        self.cores = round(min(max(0.0, cores), os.cpu_count() or 1), 3)
 
 
 def resident_bytes(pids: list[int]) -> int:

@@ -254,6 +254,8 @@ def fits(command: Command, reply: Reply) -> bool:
         return reply.outputs is not None and reply.addresses is not None and len(reply.addresses) == command.calls and \
             all(len(places) == len(reply.outputs) for places in reply.addresses) and \
             all(ref.device == "cpu" and ref.address is not None for ref in reply.outputs)
+    if reply.addresses is not None or any(ref.address is not None for ref in (reply.outputs or []) + (reply.inputs or [])):
+        return False  # a place in the worker's memory only where the parent asked for one
     return command.op != "commit" or command.calls == 1 or all(ref.shape[:1] == [command.calls] for ref in reply.outputs)
 
 

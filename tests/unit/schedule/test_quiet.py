@@ -201,6 +201,12 @@ def test_an_inactive_gate_measures_nothing():
         assert others is None
 
 
+def test_a_window_too_short_for_the_clock_ticks_measures_nothing():
+    with processes.OthersCpu(lambda: [os.getpid()]) as others:
+        time.sleep(0.05)
+    assert others.cores is None
+
+
 def test_a_process_of_ours_that_ends_during_a_window_is_not_counted_as_anothers():
     """Its CPU time so far stops showing in its own /proc entry when it ends; once reaped it shows
     in its parent's children's time instead (it once came out as 3.7 cores of other processes)."""
@@ -211,5 +217,5 @@ def test_a_process_of_ours_that_ends_during_a_window_is_not_counted_as_anothers(
     time.sleep(1.2)  # a second of CPU time spent, then waiting
     with processes.OthersCpu(lambda: processes.tree(os.getpid())) as others:
         child.communicate(b"")  # it ends, and is reaped
-        time.sleep(0.3)
+        time.sleep(processes.OthersCpu.MIN_SECONDS)
     assert others.cores is not None and others.cores < BUSY_CORES, others.cores

@@ -314,3 +314,23 @@ def test_a_worker_imports_the_meta_kernels_for_each_boot_command_then_takes_its_
     for command in (Command(op="boot"), Command(op="boot"), Command(op="job", job=job)):
         parent_end.send_bytes(command.model_dump_json().encode())
     assert child_module.next_job(child_end).op == "job" and warmed == [True, True]
+
+
+def test_timed_outputs_are_located_where_they_are_and_their_layouts_checked_after_the_read():
+    """The reply says where each call's outputs start, with the first call's layout; rows of one
+    storage (an input fed in place) are places like any other, and a layout that differs only in
+    a length-1 dimension's stride is the same layout."""
+    from harness.worker.child import laid_out_alike, located
+
+    stacked = torch.arange(12.0).reshape(3, 4)
+    rows = [stacked[index] for index in range(3)]
+    refs, addresses = child_module.located(rows)
+    assert refs[0].shape == [4] and refs[0].storage_offset == 0 and refs[0].address == rows[0].data_ptr()
+    assert addresses == [[row.data_ptr()] for row in rows]
+    pair = located([(torch.ones(2), torch.zeros(3, dtype=torch.int64)), (torch.ones(2), torch.zeros(3, dtype=torch.int64))])
+    assert [ref.dtype for ref in pair[0]] == ["float32", "int64"] and all(len(places) == 2 for places in pair[1])
+    laid_out_alike([torch.ones(1, 4), torch.ones(4, 1).t()])  # strides (4, 1) and (1, 1): one layout
+    with pytest.raises(NotPlainTensor, match="other shapes"):
+        laid_out_alike([torch.ones(4), torch.ones(5)])
+    with pytest.raises(NotPlainTensor):
+        located([{"not": "a tensor"}])

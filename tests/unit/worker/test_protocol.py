@@ -88,3 +88,15 @@ def test_a_reply_describes_at_most_so_many_tensors():
     for field in ("outputs", "inputs"):
         with pytest.raises(ValueError):
             REPLY.validate_json(json.dumps({"ok": True, field: [one] * (MAX_TENSORS + 1)}))
+
+
+def test_a_located_reply_places_every_call_and_only_a_located_one_carries_places():
+    place = TensorRef(dtype="float32", shape=[2], stride=[1], storage_offset=0, device="cpu", address=4096)
+    located = Command(op="timed", calls=2, locate=True)
+    assert fits(located, Reply(ok=True, elapsed_ms=1.0, outputs=[place], addresses=[[4096], [8192]]))
+    assert not fits(located, Reply(ok=True, elapsed_ms=1.0, outputs=[place], addresses=[[4096]]))  # a call unplaced
+    assert not fits(located, Reply(ok=True, elapsed_ms=1.0, outputs=[place], addresses=[[4096, 1], [8192, 2]]))
+    assert not fits(located, Reply(ok=True, elapsed_ms=1.0, outputs=[place.model_copy(update={"address": None})],
+                                   addresses=[[4096], [8192]]))
+    assert not fits(Command(op="timed", calls=2), Reply(ok=True, elapsed_ms=1.0, addresses=[[], []]))  # a GPU's
+    assert not fits(Command(op="commit"), Reply(ok=True, outputs=[place]))
