@@ -33,7 +33,7 @@ from .schedule.local import Pipeline
 from .schedule.plan import RunPlan, RunScale, plan_resources
 from .store import Database, ResultsFile, StoreError, config_key, files_state, now
 from .version import __version__
-from .worker import confine
+from .worker import confine, processes
 from .worker.sandbox import SandboxPolicy, SandboxUnavailable, decide_policy
 
 
@@ -84,9 +84,14 @@ class Finished(BaseModel):
 
 
 def resolve_device(requested: str | None) -> str:
+    """The device the run evaluates on, once this host is known to allow what timing there needs:
+    on the CPU the parent reads timed outputs from its workers' memory (worker/parent.py)."""
     device = requested or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda, but torch sees no CUDA device here")
+    if device == "cpu" and (why := processes.reading_refused()):
+        raise UsageError(f"this host forbids the harness to read its workers' memory ({why}), which timing on the "
+                         "CPU needs: run it with CAP_SYS_PTRACE, or where kernel.yama.ptrace_scope is 0 or 1")
     return device
 
 

@@ -1,5 +1,5 @@
 """The kernel's confinement, through ctypes and nothing else: Landlock, namespaces, resource limits,
-and a seccomp filter that keeps a pinned worker on its cores.
+and seccomp filters that deny a worker userfaultfd and keep a pinned worker on its cores.
 
 Imported by a worker's launcher before anything else (no torch, no candidate code yet), so it
 must stay light: the standard library only.
@@ -57,9 +57,12 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 
-# seccomp: per machine, each ABI's (audit arch, sched_setaffinity's number), and seccomp's own number.
-AFFINITY_CALLS = {"x86_64": ([(0xC000003E, 203), (0x40000003, 241)], 317),  # x86-64 (and x32), i386
-                  "aarch64": ([(0xC00000B7, 122)], 277)}
+# seccomp: per machine, seccomp's own number and, per system call it may deny, that call's
+# (audit arch, number) under each ABI (x86-64 and x32, i386; arm64).
+SECCOMP_CALL = {"x86_64": 317, "aarch64": 277}
+DENIABLE = {"x86_64": {"sched_setaffinity": [(0xC000003E, 203), (0x40000003, 241)],
+                       "userfaultfd": [(0xC000003E, 323), (0x40000003, 374)]},
+            "aarch64": {"sched_setaffinity": [(0xC00000B7, 122)], "userfaultfd": [(0xC00000B7, 282)]}}
 X32_BIT = 0x40000000  # x32's syscalls are x86-64's with this bit set
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
@@ -244,8 +247,8 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _affinity_filter(calls: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
-    """A BPF program: EPERM for sched_setaffinity under each (audit arch, number), all else allowed."""
+def _deny_filter(calls: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+    """A BPF program: EPERM for each (audit arch, number) in `calls`, all else allowed."""
     program: list[tuple[int, int, int, int]] = []
     for position, (arch, number) in enumerate(calls):
         after = 5 * (len(calls) - position - 1)  # the instructions of the pairs after this one
@@ -257,21 +260,34 @@ def _affinity_filter(calls: list[tuple[int, int]]) -> list[tuple[int, int, int, 
     return program + [(BPF_RET, 0, 0, SECCOMP_RET_ALLOW), (BPF_RET, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM)]
 
 
-def hold_affinity() -> bool:
-    """From now on no thread of this process, and no process it starts, may change the cores it
-    runs on: sched_setaffinity fails with EPERM (a candidate pinned to a lane's core could move to
-    the cores another lane times on, or a build to a lane's). False where this machine's system
+def deny(names: list[str]) -> bool:
+    """From now on the system calls `names` fail with EPERM in every thread of this process (those
+    started before included) and in every process it starts. False where this machine's system
     call numbers are not known here, or the kernel refused the filter."""
-    known = AFFINITY_CALLS.get(platform.machine())
-    if known is None:
+    machine = platform.machine()
+    if machine not in SECCOMP_CALL:
         return False
-    calls, seccomp = known
-    program = _affinity_filter(calls)
+    program = _deny_filter([call for name in names for call in DENIABLE[machine][name]])
     filters = (_SockFilter * len(program))(*[_SockFilter(*instruction) for instruction in program])
     prog = _SockFprog(len(program), filters)
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return False
-    return _libc.syscall(seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(prog)) == 0
+    return _libc.syscall(SECCOMP_CALL[machine], SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC,
+                         ctypes.byref(prog)) == 0
+
+
+def hold_affinity() -> bool:
+    """No thread of this process, and no process it starts, may change the cores it runs on (a
+    candidate pinned to a lane's core could move to the cores another lane times on, or a build to
+    a lane's)."""
+    return deny(["sched_setaffinity"])
+
+
+def no_userfaultfd() -> bool:
+    """No userfaultfd in this process or anything it starts: the parent reads a CPU worker's
+    outputs from its memory with the worker's whole tree stopped, and a page whose faults a stopped
+    thread would handle would hang that read, and the run's lane with it."""
+    return deny(["userfaultfd"])
 
 
 def set_limits(limits: dict[str, int]) -> None:

@@ -9,13 +9,13 @@ starts threads, and Landlock confines only the thread that applies it and what i
 
 Two processes: this launcher, which applies resource limits, enters the namespaces and adopts
 every orphan of the worker (a subreaper, so a double fork stays in the tree the parent kills),
-and its child, the worker, which mounts its private /tmp, /dev/shm (and /proc), applies
-Landlock, imports torch and waits for its job (child.py). The worker dies with the launcher
-(PDEATHSIG); in a PID namespace every process the worker started dies with it. The launcher dies
-with the parent: LIFELINE is the read end of a pipe whose write end only the parent holds, so it
-reads end-of-file once the parent is gone, however it went (a SIGKILL included; a launcher frozen
-while another worker was timed is woken by a SIGCONT the kernel sends it then), and the launcher
-kills its tree and removes the scratch dir the parent would have.
+and its child, the worker, which may make no userfaultfd, mounts its private /tmp, /dev/shm (and
+/proc), applies Landlock, imports torch and waits for its job (child.py). The worker dies with
+the launcher (PDEATHSIG); in a PID namespace every process the worker started dies with it. The
+launcher dies with the parent: LIFELINE is the read end of a pipe whose write end only the parent
+holds, so it reads end-of-file once the parent is gone, however it went (a SIGKILL included; a
+launcher frozen while another worker was timed is woken by a SIGCONT the kernel sends it then),
+and the launcher kills its tree and removes the scratch dir the parent would have.
 """
 
 from __future__ import annotations
@@ -104,6 +104,7 @@ def _become_worker(rules: dict, channel: int, buffer: int, feed: int) -> int:
     """Confine this process; then run the worker (no channel: a probe of the confinement, done)."""
     try:
         confine.on_parent_death(signal.SIGKILL)
+        confine.no_userfaultfd()  # under every policy: it guards the parent's reads, not the host
         if rules["namespaces"]:
             confine.private_mounts(rules["scratch"], rules["workdir"], rules["shm_bytes"], proc=rules["pid_namespace"],
                                    dev=rules["dev"])

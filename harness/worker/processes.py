@@ -12,6 +12,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -124,6 +125,29 @@ def read_memory(pid: int, address: int, into: int, length: int) -> None:
         if read == 0:
             raise OSError(errno.EFAULT, f"reading process {pid}'s memory stopped after {done} of {length} bytes")
         done += read
+
+
+def reading_refused() -> str | None:
+    """Why this host will not let the harness read a child's memory (Yama's ptrace_scope 2 without
+    CAP_SYS_PTRACE, or 3; a security module's rule; a container's seccomp profile), or None: tried
+    once, on a child of our own that only waits on its stdin."""
+    child = subprocess.Popen([sys.executable, "-I", "-S", "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with open(f"/proc/{child.pid}/maps") as maps:  # the executable's first mapping is readable
+            start = int(maps.readline().split("-")[0], 16)
+        probe = ctypes.create_string_buffer(8)
+        read_memory(child.pid, start, ctypes.addressof(probe), len(probe))
+    except OSError as exc:
+        try:
+            scope = f"; Yama's ptrace_scope is {Path('/proc/sys/kernel/yama/ptrace_scope').read_text().strip()}"
+        except OSError:
+            scope = ""  # no Yama here
+        return f"{os.strerror(exc.errno) if exc.errno else exc}{scope}"
+    finally:
+        child.kill()
+        child.wait()
+    return None
 
 
 def tree(root: int) -> list[int]:

@@ -10,6 +10,8 @@ import textwrap
 import pytest
 import torch
 
+from harness.errors import UsageError
+from harness.run import resolve_device
 from harness.worker import processes
 from harness.worker.parent import CommitFile, ReadBuffers, Worker, sealed_memory_file
 from harness.worker.protocol import CommitBuffer, TensorRef, describe
@@ -223,3 +225,30 @@ def test_located_tensors_are_read_from_the_workers_own_memory_and_only_as_much_a
     finally:
         processes.kill_tree(worker.pid)
         discard(worker)
+
+
+# process_vm_readv's numbers, for a filter that stands in for a host that forbids it (as Yama's
+# ptrace_scope 3 would; this test cannot change the machine's).
+PROCESS_VM_READV = {"x86_64": [(0xC000003E, 310), (0x40000003, 347)], "aarch64": [(0xC00000B7, 270)]}
+
+
+def test_a_host_that_forbids_reading_a_childs_memory_is_found_out_before_anything_runs(tmp_path):
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import platform
+        from harness.worker import confine, processes
+        print(processes.reading_refused())
+        confine.DENIABLE[platform.machine()]["process_vm_readv"] = {PROCESS_VM_READV}[platform.machine()]
+        print(confine.deny(["process_vm_readv"]))
+        print(processes.reading_refused())
+    """)], capture_output=True, text=True, timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    before, denied, after = done.stdout.splitlines()[:3]
+    assert (before, denied) == ("None", "True"), done.stderr
+    assert after.startswith("Operation not permitted"), after
+
+
+def test_a_cpu_run_on_such_a_host_stops_at_its_start_with_one_line(monkeypatch):
+    monkeypatch.setattr(processes, "reading_refused", lambda: "Operation not permitted; Yama's ptrace_scope is 3")
+    with pytest.raises(UsageError, match=r"^this host forbids .*\(Operation not permitted; Yama's ptrace_scope is 3\)"
+                                         r".*CAP_SYS_PTRACE") as refused:
+        resolve_device("cpu")
+    assert "\n" not in str(refused.value)

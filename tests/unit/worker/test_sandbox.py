@@ -242,6 +242,29 @@ def test_a_held_worker_moves_to_no_other_core_nor_does_anything_it_starts(tmp_pa
                                            "other calls True"], done.stderr
 
 
+def test_a_worker_may_make_no_userfaultfd(tmp_path):
+    """userfaultfd (user-mode faults only: what an unprivileged process may ask for) works before
+    no_userfaultfd and fails with EPERM after it, in this process and in one it starts."""
+    done = run_confined("""
+        import ctypes, errno, os, platform, subprocess
+        libc = ctypes.CDLL(None, use_errno=True)
+        number = confine.DENIABLE[platform.machine()]["userfaultfd"][0][1]
+        def make():
+            fd = libc.syscall(number, os.O_CLOEXEC | 1)  # UFFD_USER_MODE_ONLY
+            return "made" if fd >= 0 else errno.errorcode[ctypes.get_errno()]
+        print("before", make())
+        print("denied", confine.no_userfaultfd())
+        print("after", make())
+        child = subprocess.run([sys.executable, "-c", f"import ctypes; print(ctypes.CDLL(None).syscall({number}, 1))"],
+                               capture_output=True, text=True)
+        print("child", child.stdout.strip())
+    """, tmp_path)
+    lines = done.stdout.split("\n")
+    if lines[0] != "before made":
+        pytest.skip(f"this kernel makes no userfaultfd for this user ({lines[0]})")
+    assert lines[1:4] == ["denied True", "after EPERM", "child -1"], done.stderr
+
+
 @needs_landlock
 def test_landlock_keeps_a_worker_that_sees_no_gpu_off_the_nvidia_drivers_nodes(tmp_path):
     dev = fake_dev(tmp_path, 0)
@@ -352,6 +375,7 @@ def test_a_launcher_whose_parent_is_gone_kills_its_worker_and_removes_its_scratc
         assert processes.descendants(launcher.pid), "the launcher started no worker"
         worker = processes.descendants(launcher.pid)[0]
         time.sleep(0.5)  # into its boot
+        assert "Seccomp:\t2" in Path(f"/proc/{worker}/status").read_text()  # no userfaultfd, under every policy
         os.close(held)
         launcher.wait(timeout=30)
         deadline = time.monotonic() + 10
