@@ -80,7 +80,8 @@ IMPLAUSIBLE_FACTOR = 2.0
 # its result says the machine was busy (`busy_machine`). On the 2-core VM: 0.0 to 0.04 in an idle
 # integrity run; beside two busy loops 1.0 to 1.2 while the main job's models were timed (1.0 to
 # 1.4 for the tiny ones), and the speedups came out 0.9x to 2.0x their idle figures the same hour
-# (1.1x to 3.2x in an earlier pair of runs).
+# (1.1x to 3.2x in an earlier pair of runs). With windows of a quarter of a second measured too:
+# 0.0 to 0.03 in idle runs of the tiny problems, 0.82 to 1.41 beside one or two busy loops.
 BUSY_CORES = 0.25
 
 

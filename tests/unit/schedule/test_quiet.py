@@ -181,12 +181,12 @@ def test_a_window_measures_what_processes_outside_the_run_kept_busy(gate):
     timed = busy_loop(os.environ | {RUN_TOKEN_VAR: token})
     try:
         with gate.quiet([timed.pid]) as alone:
-            time.sleep(1.0)
+            time.sleep(processes.OthersCpu.MIN_SECONDS + 0.05)  # as short a window as is measured
         outsider = busy_loop()
         try:
             time.sleep(0.2)  # past its start
             with gate.quiet([timed.pid]) as beside:
-                time.sleep(1.0)
+                time.sleep(processes.OthersCpu.MIN_SECONDS + 0.05)
         finally:
             outsider.kill()
             outsider.wait()
