@@ -15,8 +15,8 @@ from harness.records import Limits, SandboxMode
 from harness.worker import confine, processes
 from harness.worker.launch import BOOTSTRAP
 from harness.worker.parent import Placement, Watchdog, Worker
-from harness.worker.sandbox import (CANONICAL_SCRATCH, PACKAGE_DIR, Confinement, SandboxPolicy, SandboxUnavailable,
-                                    confinement, decide_policy, device_nodes, mount_point, own_dev,
+from harness.worker.sandbox import (CANONICAL_SCRATCH, GPU_NODE, PACKAGE_DIR, Confinement, SandboxPolicy,
+                                    SandboxUnavailable, confinement, decide_policy, device_nodes, mount_point, own_dev,
                                     python_path, readable_paths, works)
 
 LIMITS = Limits(host_memory=1 << 30)
@@ -76,7 +76,8 @@ def test_a_worker_that_sees_a_gpu_gets_a_dev_of_its_own_without_the_other_gpus_n
     assert kept == {"null", "zero", "urandom", "shm", "stdout", "nvidiactl", "nvidia-uvm", "nvidia1"}
     assert own_dev(None, str(dev)) is None and own_dev(str(dev / "nvidia1"), str(fake_dev(tmp_path / "cpu"))) is None
     gpu = rules(tmp_path, sees_gpu=True, gpu_node="/dev/nvidia1")
-    assert (gpu.dev is not None) == os.path.exists("/dev/nvidia1")  # here, only on a machine with that node
+    # Here, only on a machine with GPU nodes (the GPU machine has /dev/nvidia0 alone: it got one).
+    assert (gpu.dev is not None) == any(GPU_NODE.fullmatch(name) for name in os.listdir("/dev"))
     assert "own_gpu_node_only" in Confinement(dev=["/dev/null"], landlock_abi=6).protections()
     assert "own_gpu_node_only" not in Confinement(dev=["/dev/null"]).protections()
     landlock_only = FULL.model_copy(update={"namespaces": False})
