@@ -131,23 +131,26 @@ def reading_refused() -> str | None:
     """Why this host will not let the harness read a child's memory (Yama's ptrace_scope 2 without
     CAP_SYS_PTRACE, or 3; a security module's rule; a container's seccomp profile), or None: tried
     once, on a child of our own that only waits on its stdin."""
-    child = subprocess.Popen([sys.executable, "-I", "-S", "-c", "import sys; sys.stdin.read()"],
-                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        with open(f"/proc/{child.pid}/maps") as maps:  # the executable's first mapping is readable
-            start = int(maps.readline().split("-")[0], 16)
-        probe = ctypes.create_string_buffer(8)
-        read_memory(child.pid, start, ctypes.addressof(probe), len(probe))
-    except OSError as exc:
+    with subprocess.Popen([sys.executable, "-I", "-S", "-c", "import sys; sys.stdin.read()"],
+                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as child:
         try:
-            scope = f"; Yama's ptrace_scope is {Path('/proc/sys/kernel/yama/ptrace_scope').read_text().strip()}"
-        except OSError:
-            scope = ""  # no Yama here
-        return f"{os.strerror(exc.errno) if exc.errno else exc}{scope}"
-    finally:
-        child.kill()
-        child.wait()
+            with open(f"/proc/{child.pid}/maps") as maps:  # the executable's first mapping is readable
+                start = int(maps.readline().split("-")[0], 16)
+            probe = ctypes.create_string_buffer(8)
+            read_memory(child.pid, start, ctypes.addressof(probe), len(probe))
+        except (OSError, ValueError) as exc:
+            return _refusal(exc)
+        finally:
+            child.kill()
     return None
+
+
+def _refusal(exc: Exception) -> str:
+    reason = os.strerror(exc.errno) if isinstance(exc, OSError) and exc.errno else str(exc)
+    try:
+        return f"{reason}; Yama's ptrace_scope is {Path('/proc/sys/kernel/yama/ptrace_scope').read_text().strip()}"
+    except OSError:
+        return reason  # no Yama here
 
 
 def tree(root: int) -> list[int]:
