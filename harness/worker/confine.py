@@ -57,17 +57,26 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 
-# seccomp: per machine, seccomp's own number and, per system call it may deny, that call's
-# (audit arch, number) under each ABI (x86-64 and x32, i386; arm64).
+# seccomp: per machine, seccomp's own number and, per system call it may deny, that call's rules:
+# (audit arch, number, the ioctl request it is denied for or None for every use) under each ABI
+# (x86-64 and x32, i386; arm64). userfaultfd also comes from /dev/userfaultfd's ioctl (Linux 6.1:
+# whoever may open that node, root by default, gets one however vm.unprivileged_userfaultfd is set).
+X86_64, I386, AARCH64 = 0xC000003E, 0x40000003, 0xC00000B7
+USERFAULTFD_IOC_NEW = 0xAA00  # _IO(0xAA, 0x00)
 SECCOMP_CALL = {"x86_64": 317, "aarch64": 277}
-DENIABLE = {"x86_64": {"sched_setaffinity": [(0xC000003E, 203), (0x40000003, 241)],
-                       "userfaultfd": [(0xC000003E, 323), (0x40000003, 374)]},
-            "aarch64": {"sched_setaffinity": [(0xC00000B7, 122)], "userfaultfd": [(0xC00000B7, 282)]}}
+DENIABLE = {"x86_64": {"sched_setaffinity": [(X86_64, 203, None), (I386, 241, None)],
+                       "userfaultfd": [(X86_64, 323, None), (I386, 374, None), (X86_64, 16, USERFAULTFD_IOC_NEW),
+                                       (X86_64, 514, USERFAULTFD_IOC_NEW), (I386, 54, USERFAULTFD_IOC_NEW)]},
+            "aarch64": {"sched_setaffinity": [(AARCH64, 122, None)],
+                        "userfaultfd": [(AARCH64, 282, None), (AARCH64, 29, USERFAULTFD_IOC_NEW)]}}
 X32_BIT = 0x40000000  # x32's syscalls are x86-64's with this bit set
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
 BPF_LD_ABS, BPF_AND, BPF_JEQ, BPF_RET = 0x20, 0x54, 0x15, 0x06  # with BPF_W and BPF_K where they apply
-SECCOMP_DATA_NR, SECCOMP_DATA_ARCH = 0, 4  # offsets in struct seccomp_data
+# Offsets in struct seccomp_data: the call's number, its ABI, and its second argument's low word
+# (little-endian; an ioctl's request is 32 bits).
+SECCOMP_DATA_NR, SECCOMP_DATA_ARCH, SECCOMP_DATA_ARG1 = 0, 4, 24
+NEXT_RULE, DENIED = "next rule", "denied"  # jump targets, resolved by _deny_filter
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -247,16 +256,29 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _deny_filter(calls: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
-    """A BPF program: EPERM for each (audit arch, number) in `calls`, all else allowed."""
+def _rule(arch: int, number: int, request: int | None) -> list[tuple]:
+    """One rule's instructions, their jumps to NEXT_RULE or DENIED still symbolic."""
+    head = [(BPF_LD_ABS, 0, 0, SECCOMP_DATA_ARCH), (BPF_JEQ, 0, NEXT_RULE, arch),  # another ABI
+            (BPF_LD_ABS, 0, 0, SECCOMP_DATA_NR), (BPF_AND, 0, 0, ~X32_BIT & 0xFFFFFFFF)]
+    if request is None:
+        return head + [(BPF_JEQ, DENIED, NEXT_RULE, number)]
+    return head + [(BPF_JEQ, 0, NEXT_RULE, number), (BPF_LD_ABS, 0, 0, SECCOMP_DATA_ARG1),
+                   (BPF_JEQ, DENIED, NEXT_RULE, request)]
+
+
+def _deny_filter(rules: list[tuple[int, int, int | None]]) -> list[tuple[int, int, int, int]]:
+    """A BPF program: EPERM for each rule's (audit arch, number, ioctl request) of `rules`, all
+    else allowed. Jumps are relative and forward only: each rule's go to the next rule's first
+    instruction, or to the EPERM at the end."""
+    blocks = [_rule(*rule) for rule in rules]
+    allow = sum(map(len, blocks))
     program: list[tuple[int, int, int, int]] = []
-    for position, (arch, number) in enumerate(calls):
-        after = 5 * (len(calls) - position - 1)  # the instructions of the pairs after this one
-        program += [(BPF_LD_ABS, 0, 0, SECCOMP_DATA_ARCH),
-                    (BPF_JEQ, 0, 3, arch),  # another ABI: on to the next pair
-                    (BPF_LD_ABS, 0, 0, SECCOMP_DATA_NR),
-                    (BPF_AND, 0, 0, ~X32_BIT & 0xFFFFFFFF),
-                    (BPF_JEQ, after + 1, 0, number)]  # to the EPERM at the end
+    for block in blocks:
+        start = len(program)
+        targets = {NEXT_RULE: start + len(block), DENIED: allow + 1}
+        for offset, (code, jt, jf, k) in enumerate(block):
+            jump = lambda to: to if isinstance(to, int) else targets[to] - (start + offset) - 1  # noqa: E731
+            program.append((code, jump(jt), jump(jf), k))
     return program + [(BPF_RET, 0, 0, SECCOMP_RET_ALLOW), (BPF_RET, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM)]
 
 
@@ -284,9 +306,10 @@ def hold_affinity() -> bool:
 
 
 def no_userfaultfd() -> bool:
-    """No userfaultfd in this process or anything it starts: the parent reads a CPU worker's
-    outputs from its memory with the worker's whole tree stopped, and a page whose faults a stopped
-    thread would handle would hang that read, and the run's lane with it."""
+    """No userfaultfd in this process or anything it starts, by the system call or by
+    /dev/userfaultfd's ioctl: the parent reads a CPU worker's outputs from its memory with the
+    worker's whole tree stopped, and a page whose faults a stopped thread would handle would hang
+    that read, and the run's lane with it."""
     return deny(["userfaultfd"])
 
 

@@ -229,7 +229,7 @@ def test_located_tensors_are_read_from_the_workers_own_memory_and_only_as_much_a
 
 # process_vm_readv's numbers, for a filter that stands in for a host that forbids it (as Yama's
 # ptrace_scope 3 would; this test cannot change the machine's).
-PROCESS_VM_READV = {"x86_64": [(0xC000003E, 310), (0x40000003, 347)], "aarch64": [(0xC00000B7, 270)]}
+PROCESS_VM_READV = {"x86_64": [(0xC000003E, 310, None), (0x40000003, 347, None)], "aarch64": [(0xC00000B7, 270, None)]}
 
 
 def test_a_host_that_forbids_reading_a_childs_memory_is_found_out_before_anything_runs(tmp_path):
