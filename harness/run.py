@@ -91,7 +91,7 @@ def resolve_device(requested: str | None) -> str:
         raise UsageError("--device cuda, but torch sees no CUDA device here")
     if device == "cpu" and (why := processes.reading_refused()):
         raise UsageError(f"this host forbids the harness to read its workers' memory ({why}), which timing on the "
-                         "CPU needs: run it with CAP_SYS_PTRACE, or where kernel.yama.ptrace_scope is 0 or 1")
+                         "CPU needs: run it where kernel.yama.ptrace_scope is 0 or 1 (at 2, with CAP_SYS_PTRACE)")
     return device
 
 

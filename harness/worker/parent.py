@@ -590,17 +590,30 @@ class Worker:
     def stopped_all(self, purpose: str) -> Iterator[None]:
         """The worker's whole tree stopped (every thread of it) for the block; one nested in
         another resumes nothing at its end (what the outer block reads in several steps, the
-        worker sees none of before the last)."""
+        worker sees none of before the last). A block still open after the phase's timeout has
+        its tree killed: reading memory a worker backs with a thread of its own (a FUSE file, a
+        userfaultfd, however it got one) waits on that thread, stopped; killed, it lets go."""
         if self._held_stopped:
             yield
             return
         frozen: set[int] = set()
+        fired = threading.Event()
+        overdue = threading.Timer(self.timeout_s, lambda: (fired.set(), self._kill_tree()))
+        overdue.daemon = True
         try:
             if not processes.freeze(lambda: processes.tree(self.pid), frozen, STOP_WAIT_S):
                 raise self._stopped(StopReason.broke_protocol, f"worker's threads did not stop for {purpose}")
             self._held_stopped = True
-            yield
+            overdue.start()
+            try:
+                yield
+            except (WorkerStopped, OSError, ValueError):
+                if fired.is_set():
+                    raise self._stopped(StopReason.deadline, f"stopped for {purpose}, it was not done within "
+                                        f"{self.timeout_s:g} s (memory that kept the parent waiting): killed") from None
+                raise
         finally:
+            overdue.cancel()
             self._held_stopped = False
             processes.signal_all(frozen, signal.SIGCONT)
 

@@ -2,10 +2,13 @@
 buffers that the next read reuses, never more than the worker actually wrote, out of a file
 the worker cannot shrink under the parent's mapping, and with the worker stopped while it is read."""
 
+import errno
 import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 import torch
@@ -13,7 +16,7 @@ import torch
 from harness.errors import UsageError
 from harness.run import resolve_device
 from harness.worker import processes
-from harness.worker.parent import CommitFile, ReadBuffers, Worker, sealed_memory_file
+from harness.worker.parent import CommitFile, ReadBuffers, StopReason, Worker, WorkerStopped, sealed_memory_file
 from harness.worker.protocol import CommitBuffer, TensorRef, describe
 
 IDLE = "import time; time.sleep(600)"
@@ -37,6 +40,7 @@ def worker_reading(code: str, *args: str) -> Worker:
     """A Worker's reading side over a commit buffer, its process running `code` (given the buffer)."""
     worker = Worker.__new__(Worker)  # only the process, the buffer and the read buffers are used
     worker.buffer, worker.gpu, worker._read_buffers, worker._held_stopped = CommitFile(), None, ReadBuffers(), False
+    worker.timeout_s, worker._reaping = 60.0, threading.Lock()
     worker.process = subprocess.Popen([sys.executable, "-c", code, str(worker.buffer.fd), *args],
                                       pass_fds=[worker.buffer.fd], stdout=subprocess.PIPE)
     return worker
@@ -249,6 +253,35 @@ def test_a_host_that_forbids_reading_a_childs_memory_is_found_out_before_anythin
 def test_a_cpu_run_on_such_a_host_stops_at_its_start_with_one_line(monkeypatch):
     monkeypatch.setattr(processes, "reading_refused", lambda: "Operation not permitted; Yama's ptrace_scope is 3")
     with pytest.raises(UsageError, match=r"^this host forbids .*\(Operation not permitted; Yama's ptrace_scope is 3\)"
-                                         r".*CAP_SYS_PTRACE") as refused:
+                                         r".*ptrace_scope is 0 or 1 \(at 2, with CAP_SYS_PTRACE\)$") as refused:
         resolve_device("cpu")
     assert "\n" not in str(refused.value)
+
+
+def test_memory_that_keeps_the_read_waiting_gets_the_tree_killed_at_the_phases_timeout(monkeypatch):
+    """A read of memory that a stopped thread of the worker's would have to serve (a FUSE file, a
+    userfaultfd) waits until that thread dies: here a read that returns only once the worker is
+    gone, as the kernel's does. At the phase's timeout the tree is killed, and the worker stopped
+    with that reason."""
+    worker = worker_reading(HOLDER)
+    worker._worker_pid, worker.timeout_s, worker.watchdog, worker.log_tail = None, 0.5, None, lambda limit=0: ""
+
+    def waits_on_the_worker(pid, address, into, length):
+        while processes.state(f"/proc/{pid}/stat") not in ("Z", "X", None):
+            time.sleep(0.01)
+        raise OSError(errno.EFAULT, "Bad address")
+
+    monkeypatch.setattr(processes, "read_memory", waits_on_the_worker)
+    try:
+        address = int(worker.process.stdout.readline())
+        ref = TensorRef(dtype="float32", shape=[1000], stride=[1], storage_offset=0, device="cpu", address=address)
+        began = time.monotonic()
+        with pytest.raises(WorkerStopped) as stopped:
+            with worker.reading([ref], "test", located_limit=4096):
+                pass
+        assert time.monotonic() - began < 10
+        assert stopped.value.stop.reason is StopReason.deadline and "within 0.5 s" in stopped.value.stop.error
+        assert worker.process.poll() is not None  # killed and reaped
+    finally:
+        processes.kill_tree(worker.pid)
+        discard(worker)
