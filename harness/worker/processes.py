@@ -134,11 +134,11 @@ def reading_refused() -> str | None:
     with subprocess.Popen([sys.executable, "-I", "-S", "-c", "import sys; sys.stdin.read()"],
                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as child:
         try:
-            with open(f"/proc/{child.pid}/maps") as maps:  # the executable's first mapping is readable
-                start = int(maps.readline().split("-")[0], 16)
+            with open(f"/proc/{child.pid}/maps") as maps:
+                start = next(int(line.split("-")[0], 16) for line in maps if line.split()[1].startswith("r"))
             probe = ctypes.create_string_buffer(8)
             read_memory(child.pid, start, ctypes.addressof(probe), len(probe))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, IndexError, StopIteration) as exc:
             return _refusal(exc)
         finally:
             child.kill()
