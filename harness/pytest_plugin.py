@@ -10,6 +10,7 @@ nothing else. Nothing here imports torch until a test runs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -123,7 +124,8 @@ class HarnessState:
         from .problem_check import check_problem, check_setup
 
         if self._checker is None:
-            config, host, sandbox = self._settings()
+            with _stops_the_session():
+                config, host, sandbox = self._settings()
             self._checker = (config, *check_setup(config, host, sandbox))
         config, cache, placement = self._checker
         return check_problem(problem, config, cache, placement, self.shrink)
@@ -143,8 +145,9 @@ class HarnessState:
         from .api import Evaluator
 
         if self.evaluator is None:
-            self.evaluator = Evaluator(self.problems_dir, device=self.device, db=self.db, build_dir=self.build_dir,
-                                       sandbox=self.sandbox_mode, trials=self.trials, timeout_s=self.timeout_s)
+            with _stops_the_session():
+                self.evaluator = Evaluator(self.problems_dir, device=self.device, db=self.db, build_dir=self.build_dir,
+                                           sandbox=self.sandbox_mode, trials=self.trials, timeout_s=self.timeout_s)
             for item in session.items:
                 if isinstance(item, CandidateItem):
                     self._futures[item.candidate.rel_path] = self.evaluator.submit_candidate(item.candidate)
@@ -153,6 +156,18 @@ class HarnessState:
     def close(self) -> None:
         if self.evaluator is not None:
             self.evaluator.close()
+
+
+@contextlib.contextmanager
+def _stops_the_session():
+    """A setting the run cannot start with (a device torch does not see, a host that forbids
+    reading workers' memory) ends the session in one line, not every test with a traceback."""
+    from .errors import UsageError
+
+    try:
+        yield
+    except UsageError as exc:
+        pytest.exit(f"harness: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 class HarnessFile(pytest.File):

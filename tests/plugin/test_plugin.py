@@ -5,6 +5,9 @@ import importlib.metadata
 import shutil
 import xml.etree.ElementTree as ET
 
+import pytest
+import torch
+
 from tests.support import DATA, EXPECTED, REPO
 
 pytest_plugins = ["pytester"]
@@ -42,6 +45,18 @@ def test_a_file_that_is_not_a_problem_fails_with_what_it_lacks(pytester):
     run.assert_outcomes(passed=1, failed=2)
     run.stdout.fnmatch_lines_random(["FAILED problems/no_inputs.py::check*", "*no_inputs.py*get_inputs*",
                                      "FAILED problems/broken.py::check*", "*broken.py: not valid Python*"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where torch sees no GPU")
+def test_a_setting_the_run_cannot_start_with_ends_the_session_in_one_line(pytester):
+    problems = pytester.mkdir("problems")
+    (problems / "good.py").write_text(GOOD)
+    (problems / "other.py").write_text(GOOD)
+    run = pytester.runpytest_inprocess("--harness-problems", "problems", "--harness-device", "cuda")
+    assert run.ret == pytest.ExitCode.USAGE_ERROR
+    output = run.stdout.str() + run.stderr.str()
+    assert output.count("harness: --device cuda, but torch sees no CUDA device here") == 1, output
+    assert "Traceback" not in output and "UsageError" not in output, output
 
 
 def test_references_no_candidate_can_be_held_to_fail(pytester):
