@@ -330,4 +330,4 @@ def test_honest_kernels_get_no_flag_when_both_cores_are_busy(tmp_path):
         # No flag on the kernel; the machine's being busy is said, with how busy.
         assert result["status"] == "ok" and sorted(result["flags"]) == ["busy_machine", "no_custom_kernel"], \
             (result["candidate"], result["flags"], result["evidence"])
-        assert result["timing"]["others_cores"] >= BUSY_CORES, result["timing"]
+        assert (result["timing"]["others_cores"] or 0.0) >= BUSY_CORES, result["timing"]
