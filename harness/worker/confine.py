@@ -312,6 +312,18 @@ def hold_affinity() -> bool:
     return deny(["sched_setaffinity"])
 
 
+def filters_hold() -> bool:
+    """Whether `deny` can hold here: this machine's system call numbers are known, and the kernel
+    has seccomp (its process status shows a Seccomp field)."""
+    if platform.machine() not in SECCOMP_CALL:
+        return False
+    try:
+        with open("/proc/self/status") as status:
+            return any(line.startswith("Seccomp:") for line in status)
+    except OSError:
+        return False
+
+
 def no_userfaultfd() -> bool:
     """No userfaultfd in this process or anything it starts, by the system call or by
     /dev/userfaultfd's ioctl: the parent reads a CPU worker's outputs from its memory with the

@@ -104,7 +104,8 @@ def _become_worker(rules: dict, channel: int, buffer: int, feed: int) -> int:
     """Confine this process; then run the worker (no channel: a probe of the confinement, done)."""
     try:
         confine.on_parent_death(signal.SIGKILL)
-        confine.no_userfaultfd()  # under every policy: it guards the parent's reads, not the host
+        if rules["no_userfaultfd"] and not confine.no_userfaultfd():  # every policy: it guards the parent's reads
+            raise confine.ConfineError("the seccomp filter that denies userfaultfd was refused")
         if rules["namespaces"]:
             confine.private_mounts(rules["scratch"], rules["workdir"], rules["shm_bytes"], proc=rules["pid_namespace"],
                                    dev=rules["dev"])

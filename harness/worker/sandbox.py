@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import site
 import stat
@@ -59,6 +60,7 @@ class SandboxPolicy(BaseModel):
     mode: SandboxMode
     landlock_abi: int = 0
     namespaces: bool = False
+    no_userfaultfd: bool = False  # seccomp filters hold here (confine.filters_hold): under every mode
     limits: Limits
 
     def report(self) -> SandboxReport:
@@ -79,6 +81,8 @@ class SandboxPolicy(BaseModel):
         has("signed_build_outcomes", self.landlock_abi >= 1, "without Landlock a worker can read the signing key")
         for name in ("resource_limits", "watchdog", "non_dumpable_parent"):
             has(name, not off, "--sandbox off")
+        has("no_userfaultfd", self.no_userfaultfd, f"no seccomp filters for {platform.machine()} here: a worker "
+            "could make a userfaultfd that hangs the parent's read of its outputs until the phase's timeout")
         active += ["isolated_imports", "process_tree_kill"]
         return SandboxReport(mode=self.mode, active=active, missing=missing)
 
@@ -122,7 +126,7 @@ def decide_policy(mode: SandboxMode, limits: Limits) -> SandboxPolicy:
     """Look at this kernel once: its Landlock ABI, and whether user namespaces work here (a PID
     namespace with its own /proc, for workers that see no GPU, included)."""
     if mode is SandboxMode.off:
-        return SandboxPolicy(mode=mode, limits=limits)
+        return SandboxPolicy(mode=mode, no_userfaultfd=confine.filters_hold(), limits=limits)
     abi = confine.landlock_abi()
     try:
         namespaces = works(Confinement(namespaces=True, pid_namespace=True, workdir=mount_point(),
@@ -134,7 +138,8 @@ def decide_policy(mode: SandboxMode, limits: Limits) -> SandboxPolicy:
                                           abi >= MIN_STRICT_ABI), ("user namespaces", namespaces)) if not ok]
         raise SandboxUnavailable(f"--sandbox strict needs {' and '.join(lacking)}; use --sandbox auto to run with "
                                  "what this kernel offers")
-    return SandboxPolicy(mode=mode, landlock_abi=abi, namespaces=namespaces, limits=limits)
+    return SandboxPolicy(mode=mode, landlock_abi=abi, namespaces=namespaces, no_userfaultfd=confine.filters_hold(),
+                         limits=limits)
 
 
 class Confinement(BaseModel):
@@ -156,6 +161,7 @@ class Confinement(BaseModel):
     pycache_prefix: str | None = None  # the harness's bytecode, read-only (worker/bytecode.py)
     shm_bytes: int = SHM_BYTES
     boot_cpus: list[int] | None = None  # cores to boot on (a worker booted ahead keeps off the timed ones)
+    no_userfaultfd: bool = False  # a seccomp filter denies it userfaultfd; where the kernel refuses it, no worker starts
 
     @property
     def extensions_dir(self) -> str:
@@ -172,6 +178,7 @@ class Confinement(BaseModel):
             names += ["user_namespace", "network_namespace", "private_build_dir", "private_tmp"]
         names += ["pid_namespace"] if self.pid_namespace else []
         names += ["resource_limits"] if self.rlimits else []
+        names += ["no_userfaultfd"] if self.no_userfaultfd else []
         names += ["no_gpu_nodes"] if self.landlock_abi and self.device and self.device != [DEV] else []
         # Without Landlock a worker reaches the host's /dev through /proc/<pid>/root of a process of
         # this user outside the run (its ptrace scoping keeps it from there).
@@ -268,7 +275,7 @@ def confinement(policy: SandboxPolicy, scratch: Path, *, sees_gpu: bool, env: di
     dir it must be given here (`key_dir`), and may write there. It reads `bytecode`, if given;
     `gpu_node` is the device node of the GPU it sees, if any."""
     base = Confinement(scratch=str(scratch), workdir=str(scratch), python_path=python_path(),
-                       pycache_prefix=str(bytecode) if bytecode else None)
+                       pycache_prefix=str(bytecode) if bytecode else None, no_userfaultfd=policy.no_userfaultfd)
     if policy.mode is SandboxMode.off:
         return base
     limits = policy.limits

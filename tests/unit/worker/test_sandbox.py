@@ -171,6 +171,46 @@ def test_the_policy_reports_what_is_missing_and_why():
     assert not SandboxPolicy(mode=SandboxMode.off, limits=LIMITS).report().confines_files
 
 
+def test_the_userfaultfd_filter_is_recorded_where_it_holds_under_every_mode(tmp_path):
+    held = FULL.model_copy(update={"no_userfaultfd": True})
+    assert "no_userfaultfd" in held.report().active
+    assert "no_userfaultfd" in rules(tmp_path, policy=held, sees_gpu=False).protections()
+    off = SandboxPolicy(mode=SandboxMode.off, no_userfaultfd=True, limits=LIMITS)
+    assert rules(tmp_path, policy=off, sees_gpu=False).protections() == ["no_userfaultfd"]
+    assert any(m.startswith("no_userfaultfd: no seccomp filters for ") for m in FULL.report().missing)
+    assert "no_userfaultfd" not in rules(tmp_path, sees_gpu=False).protections()
+    assert decide_policy(SandboxMode.off, LIMITS).no_userfaultfd == confine.filters_hold()
+
+
+def test_a_launcher_that_cannot_apply_the_userfaultfd_filter_starts_no_worker(tmp_path):
+    """Asked for the filter, on a kernel that refuses it (here: seccomp itself denied to the
+    launcher by a filter of this test's), the launcher refuses to start the worker."""
+    spec = tmp_path / "launch.json"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    spec.write_text(Confinement(scratch=str(scratch), workdir=str(scratch), python_path=python_path(),
+                                no_userfaultfd=True).model_dump_json())
+    done = run_confined(f"""
+        import platform, subprocess
+        seccomp = confine.SECCOMP_CALL[platform.machine()]
+        confine.DENIABLE[platform.machine()]["seccomp"] = [(arch, seccomp, None) for arch in (confine.X86_64, confine.AARCH64)]
+        for asked in (False, True):
+            spec = {str(spec)!r}
+            if not asked:
+                spec = spec + ".plain"
+                open(spec, "w").write(open({str(spec)!r}).read().replace('"no_userfaultfd":true', '"no_userfaultfd":false'))
+            if asked:
+                print("seccomp denied", confine.deny(["seccomp"]))
+            launcher = subprocess.run([sys.executable, "-I", "-c", {BOOTSTRAP!r}, {PACKAGE_DIR!r}, spec, "-1", "-1", "-1", "-1"],
+                                      capture_output=True, text=True)
+            print("asked" if asked else "not asked", launcher.returncode, launcher.stderr.strip().splitlines()[-1:])
+    """, tmp_path)
+    lines = done.stdout.splitlines()
+    assert lines[0] == "not asked 0 []", done.stdout + done.stderr
+    assert lines[1] == "seccomp denied True", done.stdout + done.stderr
+    assert lines[2].startswith(f"asked {confine.CONFINE_FAILED} ") and "denies userfaultfd was refused" in lines[2], lines
+
+
 def test_strict_refuses_a_kernel_without_what_it_needs(monkeypatch):
     monkeypatch.setattr(confine, "landlock_abi", lambda: 4)
     with pytest.raises(SandboxUnavailable, match="Landlock ABI 6 or newer"):
