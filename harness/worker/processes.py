@@ -207,7 +207,7 @@ class OthersCpu:
     one that ends during the block without a reaper of ours counts as nobody's, not with its
     whole life's time. Ticks are 10 ms apart: a shorter block's figure would be mostly rounding.
     On the 2-core VM, with the timed process busy: 0.0 to 0.05 cores alone in blocks of 0.2 to
-    0.3 s (0.1 in blocks of 0.1 s), 0.82 to 1.35 beside one or two busy loops."""
+    0.3 s (0.1 in blocks of 0.1 s), 0.82 to 1.41 beside one or two busy loops."""
 
     MIN_SECONDS = 0.25
 

@@ -123,8 +123,9 @@ def works(rules: Confinement) -> bool:
 
 
 def decide_policy(mode: SandboxMode, limits: Limits) -> SandboxPolicy:
-    """Look at this kernel once: its Landlock ABI, and whether user namespaces work here (a PID
-    namespace with its own /proc, for workers that see no GPU, included)."""
+    """Look at this kernel once: its Landlock ABI, whether user namespaces work here (a PID
+    namespace with its own /proc, for workers that see no GPU, included), and whether seccomp
+    filters hold (under every mode: the userfaultfd filter guards the parent's reads)."""
     if mode is SandboxMode.off:
         return SandboxPolicy(mode=mode, no_userfaultfd=confine.filters_hold(), limits=limits)
     abi = confine.landlock_abi()
