@@ -16,6 +16,8 @@ Every worker, build, reference and candidate alike, gets:
   over the original, so nothing it writes there reaches the cache.
 - resource limits (file size, open files, no core dumps; processes, inside a user namespace) and
   the parent's watchdog (host memory, process count, scratch size).
+- under every mode, where seccomp filters hold: no userfaultfd (the parent reads a CPU worker's
+  outputs from its memory with its whole tree stopped, which such a page would hang).
 """
 
 from __future__ import annotations
