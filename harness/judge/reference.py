@@ -18,7 +18,7 @@ import torch
 
 from ..records import EvalConfig, Problem, TimingStats
 from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped
-from ..worker.protocol import MAX_BATCH_CALLS, Command, HardwareFloor, ParamDigest, Peaks, Profile, Reply, TensorRef, WorkerJob
+from ..worker.protocol import MAX_BATCH_CALLS, MAX_TENSORS, Command, HardwareFloor, ParamDigest, Peaks, Profile, Reply, TensorRef, WorkerJob
 from .degenerate import DegenerateCheck
 from .integrity import mutated_inputs
 from .timer import Feed, Timed, Timer, TimingPlan, timing_stats
@@ -38,12 +38,12 @@ RECALIBRATION_BUDGET_MS = 20.0
 # GPU's clocks, not locked there, fall while it idles: after a candidate kept the worker's core
 # busy through its trials, the reference's overhead fell from 1.35 to 0.83 ms over its 24 calls.
 # So there the recalibration first warms up, uncounted, for about WARM_MS of the reference's
-# device time (WARM_CALLS: at least, at most). On the CPU nothing is uncounted: there the slack
+# device time (WARM_COMMANDS, of the recalibration's batch: at least, at most). On the CPU nothing is uncounted: there the slack
 # the first call widens covers honest kernels whose harness overhead (the outputs' commit, tens
 # of ms for 256 MB) differs from the reference's (the main job flagged one in each of two runs
 # without it, when the overhead was hundreds of ms of inputs made in the worker).
 WARM_MS = 20.0
-WARM_CALLS = (1, 16)
+WARM_COMMANDS = (1, 16)
 # What the reference's own time is taken from: never the first call (on the CPU too it is the
 # slowest, 0.08 against 0.027 ms for a relu), and only from enough calls that an interval below
 # the first timing's is no accident (four calls all fall below the median one time in sixteen).
@@ -65,6 +65,10 @@ Quiet = Callable[[list[int]], ContextManager]
 # A CPU batch's inputs and outputs (judge/timer.py, BATCH_MS), at most: each is in four places at
 # once (the reference's commit buffer, the timed worker's feed file, its outputs, their commit).
 BATCH_BYTES = 128 << 20
+# A GPU batch's, as a share of the device's memory: they are in one place, the timed worker's own
+# memory (its commit describes them, the parent copies only the checked calls' outputs, within
+# the budget of KEPT_SHARE), and the reference's recalibration at the same batch holds as much.
+GPU_BATCH_SHARE = 1 / 16
 
 
 def no_quiet(timed: list[int]) -> ContextManager:
@@ -155,7 +159,7 @@ class ReferenceRunner:
         # The seeds last fed (each with its row), and their inputs stacked in this worker's commit buffer.
         self._fed_rows: dict[int, int] = {}
         self._fed_refs: list[TensorRef] = []
-        self.batch_cap = 1  # calls one timed command may make (CPU: as many as BATCH_BYTES and the protocol allow)
+        self.batch_cap = 1  # calls one timed command may make (as many as memory and the protocol allow, `_batch_cap`)
         self.batch = 1  # calls per timed command in its own timing
 
     def _checked(self, reply_fn, what: str) -> Reply:
@@ -187,8 +191,7 @@ class ReferenceRunner:
         self.load()
         if self.config.device == "cuda":
             self.floor = self._request(Command(op="floor", seed=self.rng.getrandbits(62)), "floor").floor
-        else:
-            self.batch_cap = self._batch_cap()
+        self.batch_cap = self._batch_cap()
         timed = self._time(TimingPlan.of(self.config), profiled=1, warm_up=True, size=True)
         if needs_second_look(timed.reported_ms):
             again = self._time(TimingPlan.of(self.config), profiled=0)
@@ -204,20 +207,28 @@ class ReferenceRunner:
             self.default_math_timing = self._time_default_math()
 
     def _batch_cap(self) -> int:
-        """Calls a CPU timed command may make: as many as keep a batch's inputs and outputs within
-        BATCH_BYTES, and no more than MAX_BATCH_CALLS; one where the outputs' shapes or dtypes
-        change from seed to seed (nonzero, unique), which cannot be stacked a row per call.
-        Measured on the first two correctness trials, kept (within the memory budget) for the
-        first candidate where it makes them, which then need not wait for them."""
+        """Calls a timed command may make: as many as keep a batch's inputs and outputs within
+        `_batch_bytes`, and no more than MAX_BATCH_CALLS (on a GPU, than a reply describes
+        outputs, call by call); one where the outputs' shapes or dtypes change from seed to seed
+        (nonzero, unique), which cannot be stacked a row per call nor checked alike. Measured on
+        the first two correctness trials, kept (within the memory budget) for the first candidate
+        where it makes them, which then need not wait for them."""
         specs, cap = [], MAX_BATCH_CALLS
         for trial in range(2):
             with self.expected(self.config.seed + TRIAL_SEED_OFFSET + trial,
                                keep=trial < self.config.correctness_trials) as (outputs, inputs):
                 specs.append([(t.shape, t.dtype) for t in outputs])
-                cap = min(cap, BATCH_BYTES // max(1, sum(t.nbytes for t in outputs + inputs)))
+                cap = min(cap, self._batch_bytes() // max(1, sum(t.nbytes for t in outputs + inputs)))
+                if self.config.device == "cuda":
+                    cap = min(cap, MAX_TENSORS // max(1, len(outputs)))
             if cap <= 1:
                 return 1  # the second trial would change nothing
         return cap if specs[0] == specs[1] else 1
+
+    def _batch_bytes(self) -> int:
+        if self.config.device == "cuda":
+            return int(GPU_BATCH_SHARE * torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+        return BATCH_BYTES
 
     def _time(self, plan: TimingPlan, profiled: int, warm_up: bool = False, size: bool = False,
               batch: int | None = None) -> Timed:
@@ -263,7 +274,7 @@ class ReferenceRunner:
         if batch > 1 and self.batch > 1:
             fewest = max(fewest, UNTIMED_CALLS + SURELY_FASTER_CALLS)
         commands = max(fewest, min(most, int(RECALIBRATION_BUDGET_MS / max(self.timing.median_ms * batch, 1e-3))))
-        uncounted = self._warm_calls()
+        uncounted = self._warm_commands(batch)
         timed = self._time(TimingPlan.of(self.config).model_copy(update={"fixed": uncounted + commands}), profiled=0,
                            batch=batch)
         # Only these: the reference's own timing ran when the lane was busier (the next worker
@@ -290,11 +301,11 @@ class ReferenceRunner:
                 return False
             time.sleep(IDLE_POLL_S)
 
-    def _warm_calls(self) -> int:
+    def _warm_commands(self, batch: int) -> int:
         if self.config.device == "cpu":
             return 0
-        fewest, most = WARM_CALLS
-        return max(fewest, min(most, math.ceil(WARM_MS / max(self.timing.median_ms, 1e-3))))
+        fewest, most = WARM_COMMANDS
+        return max(fewest, min(most, math.ceil(WARM_MS / max(self.timing.median_ms * batch, 1e-3))))
 
     def feeding(self, target: Worker) -> Feed | None:
         """On a CPU run, how `target`'s timed calls get their inputs: made here, written into it

@@ -1,5 +1,5 @@
-"""The timing phase, driven by the parent: `timed` commands of one call each (of a batch of calls,
-on a CPU run, see BATCH_MS), each call on inputs made from a seed the worker learns only with
+"""The timing phase, driven by the parent: `timed` commands of one call each (of a batch of calls
+for quick ones, see BATCH_MS), each call on inputs made from a seed the worker learns only with
 that command. The parent decides in secret which calls it verifies (after their command's
 outputs are described; the reference computes the same seeds) and which commands it profiles
 (a profiled command says so only as it arrives); it times every command with its own clock
@@ -46,7 +46,7 @@ from pydantic import BaseModel
 from ..records import EvalConfig, TimingBound, TimingStats
 from ..worker import processes
 from ..worker.parent import Worker
-from ..worker.protocol import Command, Profile, Reply, TensorRef
+from ..worker.protocol import Command, Profile, Reply, TensorRef, call_outputs
 
 TARGET_HALF_WIDTH = 0.01  # the median's 95% interval within ±1% of it
 Z95 = 1.96
@@ -85,21 +85,26 @@ IMPLAUSIBLE_FACTOR = 2.0
 BUSY_CORES = 0.25
 
 
-# On a CPU run, calls shorter than this are timed several to a command, back to back, each on
-# inputs of its own (a batch): the parent's clock vouches for a command to within the slack (1 ms
-# at least), which a quicker call would fit inside whole (a 0.03 ms relu reporting 1 ns scored
+# Calls shorter than this are timed several to a command, one after another, each on inputs of
+# its own (a batch): the parent's clock vouches for a command to within the slack (1 ms at least
+# on the CPU), which a quicker call would fit inside whole (a 0.03 ms relu reporting 1 ns scored
 # 29,604x). A batch takes about this long by the parent's clock, so a forger gains at most about a
 # twentieth of its time (a tenth, where its batches take half as long: any shorter is timed
 # again, `ShortBatch`). Its size is the timed worker's own (a slow candidate's batch is no longer
 # than a quick one's), found by the parent's clock, as large as memory and the protocol allow
-# (`cap`).
+# (`cap`). On a GPU what a batch shares is the command's overhead, a few tenths of a millisecond
+# that drift from one worker and one command to the next (the GPU's clocks ramp up again after
+# each pause): with one call to a command a forger of a 0.7 ms relu gained up to 7x inside it
+# (docs/threat-model.md). Each call there is still flushed and timed alone (worker/child.py).
 BATCH_MS = 20.0
 RAMP_FACTOR = 8  # sizing: batches of 1, 8, 64, ... calls until one takes half of BATCH_MS
 CHECKED_PER_BATCH = 8  # calls of a verified batch whose outputs are checked (all of them, in a smaller batch)
 # Calls of a profiled command, at most: a worker knows it is watched while it is (the profiler is
 # on), so a smaller batch tells it nothing new, and a path slow only when watched costs so many
 # calls, not a whole batch of them (a 0.1 s one once ran past the timeout in a batch of 1,024).
-PROFILED_BATCH = 8
+# One on a GPU, where each call of a batch has an L2 flush of the harness's, which the profile
+# would count as the candidate's kernel time.
+PROFILED_BATCH = {"cpu": 8, "cuda": 1}
 
 
 @dataclass(frozen=True)
@@ -158,12 +163,13 @@ class Timed:
     stopped: str = "max_trials"
     threads_alive: int = 0
     batch: int = 1  # calls per timed command: each time above is per call, the command's over this
+    profiled_most: int = PROFILED_BATCH["cpu"]  # calls per profiled command, at most
     others_cores: float | None = None  # a CPU run: cores other processes kept busy meanwhile (processes.OthersCpu)
 
     @property
     def profiled_batch(self) -> int:
         """Calls per profiled command."""
-        return min(self.batch, PROFILED_BATCH)
+        return min(self.batch, self.profiled_most)
 
     @property
     def overhead_ms(self) -> list[float]:
@@ -263,7 +269,7 @@ class Timer:
         return timed, failed
 
     def _run(self, check, profiled: int) -> tuple[Timed, object]:
-        timed, began, commands = Timed(batch=self.batch), time.monotonic(), 0
+        timed, began, commands = Timed(batch=self.batch, profiled_most=PROFILED_BATCH[self.plan.device]), time.monotonic(), 0
         profile_at = self._profile_calls(profiled)
         if self.batch > 1:
             # A batch's first command after a pause (a recalibration, a sizing) paid twice the
@@ -303,11 +309,11 @@ class Timer:
 
     @staticmethod
     def _outputs_of(reply: Reply, index: int, calls: int) -> list[TensorRef]:
-        """Where the `index`th call's outputs are: in the worker's memory (located), or rows of
-        the committed stack."""
+        """Where the `index`th call's outputs are: in the worker's memory (located), or as the
+        commit described them."""
         if reply.addresses is not None:
             return [ref.model_copy(update={"address": address}) for ref, address in zip(reply.outputs, reply.addresses[index])]
-        return [ref.row(index) for ref in reply.outputs] if calls > 1 else reply.outputs
+        return call_outputs(reply.outputs, index, calls)
 
     def _let_go(self) -> Reply:
         """The last timed command's outputs, held where they are for the parent to read, let go

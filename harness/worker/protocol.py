@@ -256,7 +256,28 @@ def fits(command: Command, reply: Reply) -> bool:
             all(ref.device == "cpu" and ref.address is not None for ref in reply.outputs)
     if reply.addresses is not None or any(ref.address is not None for ref in (reply.outputs or []) + (reply.inputs or [])):
         return False  # a place in the worker's memory only where the parent asked for one
-    return command.op != "commit" or command.calls == 1 or all(ref.shape[:1] == [command.calls] for ref in reply.outputs)
+    if command.op != "commit" or command.calls == 1:
+        return True
+    if described_call_by_call(reply.outputs):
+        return len(reply.outputs) % command.calls == 0
+    return all(ref.shape[:1] == [command.calls] for ref in reply.outputs)
+
+
+def described_call_by_call(outputs: list[TensorRef]) -> bool:
+    """Whether a commit of several calls describes each call's outputs in turn, as a GPU one
+    does (IPC handles of the worker's own allocations, no copy), rather than stacked a row per
+    call in the commit buffer (CPU tensors)."""
+    return any(ref.device == "cuda" for ref in outputs)
+
+
+def call_outputs(outputs: list[TensorRef], index: int, calls: int) -> list[TensorRef]:
+    """The `index`th call's outputs of a commit of `calls` calls (`fits` checked their count)."""
+    if calls == 1:
+        return outputs
+    if described_call_by_call(outputs):
+        each = len(outputs) // calls
+        return outputs[index * each:(index + 1) * each]
+    return [ref.row(index) for ref in outputs]
 
 
 def says_why(reply: Reply) -> bool:
@@ -375,6 +396,15 @@ def tensor_at(raw: torch.Tensor, ref: TensorRef) -> torch.Tensor:
 def _as_bytes(tensor: torch.Tensor) -> memoryview:
     """A contiguous CPU tensor's bytes, without a copy and without numpy (torch does not need it)."""
     return memoryview((ctypes.c_ubyte * tensor.nbytes).from_address(tensor.data_ptr()))
+
+
+def committed_refs(per_call: list[list[torch.Tensor]], buffer: CommitBuffer) -> list[TensorRef]:
+    """Worker side: a timed command's outputs, a list per call alike from call to call, as its
+    commit describes them (`call_outputs`): one call's as they are; several calls' call by call
+    where any is on the GPU, else stacked in the commit buffer."""
+    if len(per_call) == 1 or any(t.is_cuda for t in per_call[0]):
+        return describe([t for outputs in per_call for t in outputs], buffer)
+    return buffer.write_stacked(per_call)
 
 
 def describe(tensors: list[torch.Tensor], buffer: CommitBuffer) -> list[TensorRef]:

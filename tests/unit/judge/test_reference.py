@@ -54,7 +54,7 @@ def test_a_quick_reference_gets_more_recalibration_calls():
 def test_on_a_gpu_a_quick_reference_warms_the_device_up_before_its_counted_calls():
     """The GPU's clocks fall while it idles: a 0.2 ms reference warms up for as many calls as
     the bound allows, a 100 ms one for one call; on the CPU nothing is uncounted."""
-    fewest, most = reference.WARM_CALLS
+    fewest, most = reference.WARM_COMMANDS
     warm = [9.0] * most
     runner, plans = recalibrating(0.2, warm + [1.0] * 30)
     assert runner.recalibrate(1).overhead_ms == [1.0] * reference.RECALIBRATION_CALLS[1]
@@ -64,6 +64,13 @@ def test_on_a_gpu_a_quick_reference_warms_the_device_up_before_its_counted_calls
     runner, plans = recalibrating(0.2, [1.0] * 50, device="cpu")
     runner.recalibrate(1)
     assert plans[0].fixed == reference.RECALIBRATION_CALLS[1]
+
+
+def test_a_batched_gpu_recalibration_warms_up_for_its_commands_device_time():
+    """20 ms of a 0.2 ms reference at 50 calls a command: two uncounted commands, not sixteen."""
+    runner, plans = recalibrating(0.2, [9.0] * 2 + [1.0] * 30)
+    assert runner.recalibrate(50).overhead_ms == [1.0] * reference.RECALIBRATION_CALLS[0]
+    assert plans[0].fixed == 2 + reference.RECALIBRATION_CALLS[0]
 
 
 def test_the_recalibration_times_the_reference_on_its_counted_calls():

@@ -39,14 +39,18 @@ def ref(*shape: int) -> TensorRef:
     return TensorRef(dtype="float32", shape=list(shape), stride=strides, storage_offset=0, device="cpu")
 
 
+def gpu_ref(handle: int) -> TensorRef:
+    return ref(2).model_copy(update={"device": "cuda", "ipc_handle": f"{handle:0128x}", "offset": 0})
+
+
 def located(address):
     return ref(2).model_copy(update={"address": address})
 
 
 class FakeWorker:
     """Replies to `timed` with a fixed time per call, taking `call_s` per call by the parent's
-    clock, and where its outputs are (two floats per call: located on the CPU, committed stacked
-    on a GPU); remembers the
+    clock, and where its outputs are (two floats per call: located on the CPU, committed call by
+    call on a GPU, each call's in an allocation of its own); remembers the
     commands, and which it was asked for the profile of (`summarized`: the count of timed commands
     when each profile was asked for), answering those after `summary_s`."""
 
@@ -58,7 +62,7 @@ class FakeWorker:
     def request(self, command, phase):
         self.ops.append(command.op)
         if command.op == "commit":  # the last timed command's outputs
-            return Reply(ok=True, outputs=[ref(command.calls, 2)] if command.calls > 1 else [ref(2)])
+            return Reply(ok=True, outputs=[gpu_ref(call) for call in range(command.calls)])
         if command.op == "release":
             return Reply(ok=True)
         if command.op == "profile":
@@ -255,7 +259,7 @@ def test_a_profiled_command_makes_few_calls_and_its_profile_is_per_call():
     worker = FakeWorker(elapsed_ms=0.5)
     timed, objection = Timer(worker, plan(fixed=6), random.Random(6), batch=200, cap=200, insist=True).run(profiled=2)
     profiled = [c for c in worker.commands if c.profile]
-    assert objection is None and [c.calls for c in profiled] == [PROFILED_BATCH] * 2 == [timed.profiled_batch] * 2
+    assert objection is None and [c.calls for c in profiled] == [PROFILED_BATCH["cpu"]] * 2 == [timed.profiled_batch] * 2
     assert all(p.elapsed_ms == 0.5 for p in timed.profiles) and len(timed.reported_ms) == 6
 
 
@@ -348,6 +352,20 @@ def test_on_a_gpu_each_timed_command_is_followed_by_the_commit_of_its_outputs_ti
     assert [c.calls for c in worker.commands if c.op == "timed"] == [4] * 4
     assert len(timed.reported_ms) == len(timed.commit_ms) == 3
     assert all(0.001 <= c <= w for c, w in zip(timed.commit_ms, timed.wall_ms))  # per call: 4 ms over 4 calls
+
+
+def test_on_a_gpu_a_batchs_checked_calls_are_each_its_own_and_a_profiled_command_makes_one_call():
+    """Each call of a GPU batch is described in turn; a profiled command makes one call there (each
+    call of a batch has an L2 flush of the harness's, which the profile would count as the
+    candidate's)."""
+    worker, checked = FakeWorker(elapsed_ms=0.5), []
+    timed, objection = Timer(worker, plan(fixed=4, device="cuda"), random.Random(8), batch=6, cap=6).run(
+        check=checked.append, profiled=2)
+    assert objection is None and timed.profiled_batch == 1 and len(timed.profiles) == 2
+    assert sorted(c.calls for c in worker.commands if c.op == "timed") == [1, 1] + [6] * 5  # the first one primes
+    for calls in checked:
+        handles = [call.outputs[0].ipc_handle for call in calls if len(call.outputs) == 1]
+        assert len(set(handles)) == len(calls)  # each call's own outputs
 
 
 def test_a_commit_skipped_gains_a_forger_nothing():

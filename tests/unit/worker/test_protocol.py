@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from harness.records import Phase
-from harness.worker.protocol import MAX_TENSORS, REPLY, Command, CommitBuffer, Failure, Reply, TensorRef, fits, says_why
+from harness.worker.protocol import (MAX_TENSORS, REPLY, Command, CommitBuffer, Failure, Reply, TensorRef, call_outputs,
+                                     committed_refs, fits,
+                                     says_why)
 
 
 def test_a_failed_reply_must_say_what_failed():
@@ -35,6 +37,33 @@ def test_a_batchs_outputs_must_come_stacked_a_row_per_call():
     assert not fits(Command(op="commit", calls=3), Reply(ok=True, outputs=[stacked, flat]))
     assert not fits(Command(op="commit", calls=2), Reply(ok=True, outputs=[stacked]))
     assert fits(Command(op="commit"), Reply(ok=True, outputs=[flat]))
+
+
+def gpu_ref(handle: int) -> TensorRef:
+    return TensorRef(dtype="float32", shape=[2], stride=[1], storage_offset=0, device="cuda",
+                     ipc_handle=f"{handle:0128x}", offset=0)
+
+
+def test_a_gpu_batchs_outputs_come_call_by_call_each_call_its_own():
+    """On a GPU nothing is stacked (a copy of every output): each call's outputs are described in
+    turn, the same count for every call."""
+    three_calls_of_two = [gpu_ref(n) for n in range(6)]
+    assert fits(Command(op="commit", calls=3), Reply(ok=True, outputs=three_calls_of_two))
+    assert not fits(Command(op="commit", calls=4), Reply(ok=True, outputs=three_calls_of_two))
+    assert [r.ipc_handle for r in call_outputs(three_calls_of_two, 1, 3)] == [gpu_ref(2).ipc_handle, gpu_ref(3).ipc_handle]
+    stacked = TensorRef(dtype="float32", shape=[3, 2], stride=[2, 1], storage_offset=0, device="cpu")
+    assert call_outputs([stacked], 2, 3)[0].shape == [2]  # a CPU batch's: a row of the stack
+    assert call_outputs(three_calls_of_two[:2], 0, 1) == three_calls_of_two[:2]
+
+
+def test_a_cpu_batch_is_committed_stacked():
+    buffer = CommitBuffer(os.memfd_create("commit"))
+    try:
+        refs = committed_refs([[torch.full((2,), float(call))] for call in range(3)], buffer)
+        assert [r.shape for r in refs] == [[3, 2]]
+        assert [r.shape for r in committed_refs([[torch.ones(2), torch.zeros(1)]], buffer)] == [[2], [1]]  # one call: as it is
+    finally:
+        buffer.close()
 
 
 def test_a_row_of_a_stacked_tensor_reads_that_row_only():
