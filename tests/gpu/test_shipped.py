@@ -198,6 +198,13 @@ def test_applying_each_hint_removes_its_cause(tmp_path):
         assert now["status"] != before or now["diagnosis"]["category"] != category, (name, now["error"])
 
 
+# A forger's time by the parent's clock against its honest twin's, in one run: within this, no gain.
+# With one call to a timed command, 4 of 27 forgeries gained over 1.5x (up to 7.2x) in ten runs on
+# an H100; nine calls to a command, the forgers' vouched times came to 0.89 to 1.0 of the twin's
+# in four runs (2026-11-27, bench/gpu_forgers.py).
+NOISE = 1.2
+
+
 @pytest.fixture(scope="module")
 def gpu_tricks(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("tricks")
@@ -222,15 +229,15 @@ def test_forged_timing_gains_nothing(gpu_tricks):
     assert forged["status"] in ("ok", "rejected"), (forged["status"], forged["error"])
     assert honest["status"] == "ok", honest["error"]
     if forged["status"] == "ok":
-        assert forged["timing"]["median_ms"] == 1e-6  # what it claimed, kept as evidence
+        # What it claimed for each command, kept as evidence (per call: over the command's calls).
+        assert forged["timing"]["median_ms"] * forged["timing"]["calls_per_sample"] == pytest.approx(1e-6)
         # Contradicted by the parent's clock, it is timed by that clock: its wall time less the
-        # reference's overhead, a relu of 0.7 ms with 1 to 1.6 ms of per-call work around it that
-        # drifts a few tenths of a millisecond from one recalibration to the next (the bound's
-        # looseness on a GPU, docs/threat-model.md).
+        # reference's overhead, a relu of 0.7 ms timed nine calls to a command, each with about
+        # 0.7 ms of the harness's work around it (docs/threat-model.md, the bound on a GPU).
         # Times, not speedups: each speedup is against the reference as timed near that candidate,
         # and a sub-ms reference was 0.150 ms near one and 0.216 ms near the other on an H100.
         vouched, honest_ms = vouched_ms(forged), vouched_ms(honest)
-        assert vouched > honest_ms / 1.5, (vouched, honest_ms, forged["evidence"])
+        assert vouched > honest_ms / NOISE, (vouched, honest_ms, forged["evidence"])
 
 
 def test_code_that_runs_only_when_watched_is_caught_when_slower_than_the_profiler_explains(gpu_tricks):
@@ -259,7 +266,7 @@ def test_spinners_left_for_the_recalibration_gain_nothing(gpu_tricks):
     print(forged["status"], forged["evidence"], forged["timing_bound"])
     assert forged["status"] in ("ok", "rejected"), (forged["status"], forged["error"])
     if forged["status"] == "ok":
-        assert vouched_ms(forged) > vouched_ms(honest) / 1.5, (vouched_ms(forged), vouched_ms(honest))
+        assert vouched_ms(forged) > vouched_ms(honest) / NOISE, (vouched_ms(forged), vouched_ms(honest))
 
 
 def test_gpu_work_left_for_the_recalibration_gains_nothing(gpu_tricks):
@@ -271,7 +278,7 @@ def test_gpu_work_left_for_the_recalibration_gains_nothing(gpu_tricks):
     print(forged["status"], forged["evidence"], forged["timing_bound"])
     assert forged["status"] in ("ok", "rejected"), (forged["status"], forged["error"])
     if forged["status"] == "ok":
-        assert vouched_ms(forged) > vouched_ms(honest) / 1.5, (vouched_ms(forged), vouched_ms(honest))
+        assert vouched_ms(forged) > vouched_ms(honest) / NOISE, (vouched_ms(forged), vouched_ms(honest))
     else:
         assert "busy_while_stopped" not in forged["flags"], forged["error"]  # its kernels end within the wait
     busy = gpu_tricks["relu/busy_while_stopped.py"]
