@@ -29,7 +29,8 @@ from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped, g
 from ..worker.protocol import Command, ParamDigest, Reply, TensorRef
 from . import verdicts
 from .compare import compare_forms, compare_outputs
-from .integrity import fallback_evidence, fingerprint, hidden_operator_evidence, mutated_inputs, profiled_too_slow
+from .integrity import (fallback_evidence, fingerprint, hidden_operator_evidence, mutated_inputs, outputs_shared,
+                        profiled_too_slow)
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
 from .reference import (TRIAL_SEED_OFFSET, Quiet, Recalibration, ReferenceRunner, no_quiet, release_device_cache,
                         surely_faster, worker_job)
@@ -315,6 +316,8 @@ class CandidateRun:
         budget = self.reference.budget_left  # one budget for everything the parent keeps on the device
 
         def check(calls: list[Call]) -> Verdict | None:
+            if outputs_shared([call.outputs for call in calls]):
+                return verdicts.shared_outputs()
             if all(call.fed is None for call in calls):
                 return read(calls)
             # Fed inputs and outputs read in one stop: a worker resumed between the two could tell
@@ -370,7 +373,7 @@ class CandidateRun:
     def _time(self, worker: Worker, timed: Timed) -> Verdict | None:
         timer = self._timer(worker, self.reference.batch)
         spares = self._spare_copies()  # before the reference's recalibration and the warm-up, which absorb its cost
-        # Where the reference's calls are timed one to a command (a GPU run, long CPU calls), it is
+        # Where the reference's calls are timed one to a command (calls of 20 ms or more, or too large to batch), it is
         # recalibrated before the candidate's warm-up, which then comes right before its first
         # timed call: on the CPU, memory a worker freed comes back slowly after a pause (0.38 s
         # instead of 0.08 s for a relu's first call after the recalibration, on a VM that hands

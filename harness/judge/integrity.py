@@ -1,6 +1,7 @@
 """Integrity rules the parent applies to what workers report: did the candidate compute with
 PyTorch's own kernels (the reference's operators, a library equivalent, or mostly library
-compute of any kind), did it behave differently when profiled, and did it change its inputs."""
+compute of any kind), did it behave differently when profiled, did it change its inputs, and did
+its timed calls return their outputs in memory of their own."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import statistics
 
 import torch
 
-from ..worker.protocol import Profile
+from ..worker.protocol import ALLOWED_DTYPES, Profile, TensorRef
 from .compare import chunk_elements
 
 # Operators that allocate, reshape, move or copy data: allowed in any candidate's forward. Named
@@ -217,6 +218,33 @@ def profiled_too_slow(candidate, reference, reference_ops: int, device: str) -> 
         return None
     return (f"its profiled calls took at least {fastest:.4g} ms by the harness's clock, against a median of "
             f"{median:.4g} ms when not profiled (at most {allowed:.4g} ms allowed)")
+
+
+def _memory_of(ref: TensorRef) -> tuple[object, int, int]:
+    """Where a timed output lies in the worker: (its allocation or address space, first byte, end):
+    from its first element, so that different slices of one buffer are told apart."""
+    element = ALLOWED_DTYPES[ref.dtype].itemsize if ref.dtype in ALLOWED_DTYPES else 1
+    base = (None, ref.address) if ref.address is not None else (ref.ipc_handle, ref.offset)
+    return base[0], base[1] + ref.storage_offset * element, base[1] + ref.span_bytes
+
+
+def outputs_shared(calls: list[list[TensorRef]]) -> bool:
+    """Whether two calls of one timed command returned outputs in the same memory (a buffer the
+    candidate keeps and returns each call): the later call overwrote the earlier one's answer.
+    `calls`: each call's outputs, as the worker described them (CPU ones by their place in its
+    memory, GPU ones by allocation; stacked in its commit buffer, nothing to tell)."""
+    seen: list[tuple[int, tuple[object, int, int]]] = []
+    for index, outputs in enumerate(calls):
+        for ref in outputs:
+            if ref.address is None and ref.ipc_handle is None:
+                continue
+            owner, begin, end = _memory_of(ref)
+            if end <= begin:  # no elements
+                continue
+            if any(other != index and owner == o and begin < e and b < end for other, (o, b, e) in seen):
+                return True
+            seen.append((index, (owner, begin, end)))
+    return False
 
 
 def mutated_inputs(expected: list[torch.Tensor], actual: list[torch.Tensor]) -> list[int]:

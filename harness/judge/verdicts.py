@@ -210,6 +210,14 @@ def of_timed_sample(check: CheckResult, index: int) -> Verdict | None:
                      "trials passed")
 
 
+def shared_outputs() -> Verdict:
+    """Calls timed one after another returned their outputs in the same memory: not a cheat, but
+    no call's answer outlived the next call, and only the later one could be checked."""
+    return Verdict(status=Status.mismatch,
+                   error="forward returned its outputs in the same memory on different calls (a buffer it keeps): "
+                         "each call overwrote the last one's answer; return a new tensor from each call")
+
+
 def of_timed_inputs(changed_inputs: list[int], index: int) -> Verdict | None:
     """A timed call the parent chose to check, after the fact: its inputs must come back as the
     reference's forward leaves them, as on the correctness trials."""

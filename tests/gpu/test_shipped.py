@@ -213,6 +213,14 @@ def gpu_tricks(tmp_path_factory):
     return {r["candidate"]: r for r in map(json.loads, (tmp / "out" / "results.jsonl").read_text().splitlines())}
 
 
+def test_one_output_buffer_returned_every_call_is_a_mismatch_that_says_so(gpu_tricks):
+    """A kept buffer, overwritten by each call of a batch: each call's outputs are described by
+    their allocation, and two calls in one allocation are told apart from a wrong answer."""
+    static = gpu_tricks["relu/static_out.py"]
+    assert static["status"] == "mismatch" and "in the same memory on different calls" in static["error"], \
+        (static["status"], static["error"])
+
+
 def test_work_on_side_streams_is_timed(gpu_tricks):
     side, same = gpu_tricks["relu/side_stream.py"], gpu_tricks["relu/same_stream.py"]
     assert side["status"] == same["status"] == "ok", (side["error"], same["error"])
