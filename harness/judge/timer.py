@@ -98,7 +98,11 @@ BUSY_CORES = 0.25
 # (docs/threat-model.md). Each call there is still flushed and timed alone (worker/child.py).
 BATCH_MS = 20.0
 RAMP_FACTOR = 8  # sizing: batches of 1, 8, 64, ... calls until one takes half of BATCH_MS
-CHECKED_PER_BATCH = 8  # calls of a verified batch whose outputs are checked (all of them, in a smaller batch)
+# Calls of a verified batch whose outputs are checked (all of them, in a smaller batch). On a GPU,
+# where batches are a sixteenth of the device's memory at most (nine calls of the 0.7 ms relu) and
+# a timing makes many of them, two: about as many checks a call as one-call commands got (a half,
+# then a fifth), where eight had made the reference's checks most of a quick kernel's timing.
+CHECKED_PER_BATCH = {"cpu": 8, "cuda": 2}
 # Calls of a profiled command, at most: a worker knows it is watched while it is (the profiler is
 # on), so a smaller batch tells it nothing new, and a path slow only when watched costs so many
 # calls, not a whole batch of them (a 0.1 s one once ran past the timeout in a batch of 1,024).
@@ -281,7 +285,7 @@ class Timer:
         while not self._done(timed, began, len(profile_at)):
             profiled = commands in profile_at
             seeds = [self.seed() for _ in range(timed.profiled_batch if profiled else self.batch)]
-            # A batch is verified every time (up to CHECKED_PER_BATCH of its calls): batched timings
+            # A batch is verified every time (some of its calls, CHECKED_PER_BATCH): batched timings
             # stop after a handful of commands, which a coin would leave all unchecked now and then.
             verify = check is not None and (len(seeds) > 1 or
                                             self.rng.random() < (VERIFY_EARLY if commands < EARLY_CALLS else VERIFY_LATE))
@@ -305,7 +309,7 @@ class Timer:
         """The calls of a verified command whose outputs are checked, chosen now, in secret."""
         calls = len(seeds)
         return [Call(seeds[index], self._outputs_of(reply, index, calls), [ref.row(index) for ref in fed] if fed is not None else None)
-                for index in sorted(self.rng.sample(range(calls), min(calls, CHECKED_PER_BATCH)))]
+                for index in sorted(self.rng.sample(range(calls), min(calls, CHECKED_PER_BATCH[self.plan.device])))]
 
     @staticmethod
     def _outputs_of(reply: Reply, index: int, calls: int) -> list[TensorRef]:

@@ -266,13 +266,13 @@ def test_a_profiled_command_makes_few_calls_and_its_profile_is_per_call():
 def test_a_verified_batch_has_some_of_its_calls_checked_each_against_its_own_seed_and_outputs():
     worker, checked = FakeWorker(), []
     Timer(worker, plan(fixed=20), random.Random(7), batch=50, cap=50).run(check=checked.append, profiled=0)
-    assert checked and all(len(calls) == CHECKED_PER_BATCH for calls in checked)
+    assert checked and all(len(calls) == CHECKED_PER_BATCH["cpu"] for calls in checked)
     by_seed = {seed: place for c in worker.commands for place, seed in enumerate(c.seeds)}
     for calls in checked:
-        assert len({c.seed for c in calls}) == CHECKED_PER_BATCH
+        assert len({c.seed for c in calls}) == CHECKED_PER_BATCH["cpu"]
         assert all(c.outputs == [located(4096 * (by_seed[c.seed] + 1))] and c.fed is None for c in calls)  # its own
     places = {by_seed[c.seed] for calls in checked for c in calls}
-    assert len(places) > CHECKED_PER_BATCH  # not the same places every time: a worker cannot tell
+    assert len(places) > CHECKED_PER_BATCH["cpu"]  # not the same places every time: a worker cannot tell
     assert len(checked) == 20  # every batch verified: a batched timing makes few commands
     small = []
     Timer(FakeWorker(), plan(fixed=20), random.Random(7), batch=3, cap=3).run(check=small.append, profiled=0)
@@ -366,6 +366,10 @@ def test_on_a_gpu_a_batchs_checked_calls_are_each_its_own_and_a_profiled_command
     for calls in checked:
         handles = [call.outputs[0].ipc_handle for call in calls if len(call.outputs) == 1]
         assert len(set(handles)) == len(calls)  # each call's own outputs
+    # Two calls of each of the four timed batches (the first one, uncounted, is not checked); a
+    # profiled command's one call now and then.
+    assert sorted(len(calls) for calls in checked if len(calls) > 1) == [CHECKED_PER_BATCH["cuda"]] * 4
+    assert {len(calls) for calls in checked} <= {1, CHECKED_PER_BATCH["cuda"]}
 
 
 def test_a_commit_skipped_gains_a_forger_nothing():
