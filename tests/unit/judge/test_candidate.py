@@ -290,3 +290,42 @@ def test_an_import_gets_the_build_timeout_only_where_it_is_the_build(kind, statu
                               code_hash="c", kind=kind)
     run.build_status = status
     assert run._load_deadline_s() == {"build": 900, "phase": 30}[deadline]
+
+
+def timings_reporting(first_ms: float, second_ms: float) -> tuple[CandidateRun, list]:
+    """A timing phase whose first timing reports `first_ms` a call and its second `second_ms`,
+    where the parent's clock saw 2 ms a call, 0.5 ms of it the harness's overhead; and the
+    timings it measured."""
+    from harness.judge.reference import Recalibration
+    from harness.judge.timer import timing_stats
+    from harness.records import Observations
+
+    run = CandidateRun.__new__(CandidateRun)
+    run.config = EvalConfig(device="cuda")
+    reference_timing = timing_stats([1.5] * 5, "cuda_event")
+    run.reference = type("Reference", (), {"timing": reference_timing, "timed": Timed(wall_ms=[2.0] * 5),
+                                           "floor": None, "clock": "cuda_event"})()
+    run.observed = Observations(reference_timing=reference_timing)
+    recalibration = Recalibration(overhead_ms=[0.5] * 5, commit_ms=[], timing=reference_timing)
+    timings = [Timed(reported_ms=[first_ms] * 9, wall_ms=[2.0] * 9), Timed(reported_ms=[second_ms] * 9, wall_ms=[2.0] * 9)]
+    measured: list = []
+
+    def measure(worker, spares):
+        measured.append(timings[len(measured)])
+        return measured[-1], recalibration
+
+    run._measured, run._spare_copies = measure, lambda: []
+    return run, measured
+
+
+def test_a_timing_the_clock_contradicts_is_measured_once_more_and_the_second_stands():
+    """Scheduling can delay an honest worker's commands once; a forger is contradicted every time."""
+    honest, measured = timings_reporting(1.5, 1.5)
+    assert honest._time(None, Timed()) is None and len(measured) == 1 and honest.observed.flags == []
+    honest_after_all, measured = timings_reporting(1e-6, 1.5)
+    assert honest_after_all._time(None, Timed()) is None and len(measured) == 2
+    assert Flag.timing_disagrees not in honest_after_all.observed.flags
+    assert honest_after_all.observed.timing.median_ms == 1.5 and honest_after_all.observed.vouched_median_ms == 1.5
+    forger, measured = timings_reporting(1e-6, 1e-6)
+    assert forger._time(None, Timed()) is None and len(measured) == 2
+    assert forger.observed.flags == [Flag.timing_disagrees] and forger.observed.vouched_median_ms == pytest.approx(1.5)
