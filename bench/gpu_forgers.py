@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 TRICKS = REPO / "tests" / "data" / "gpu_integrity"
 TWIN = "relu/honest_twin.py"
-FORGERS = ("relu/forged_fast.py", "relu/forged_background.py", "relu/forged_spinning.py")
+FORGERS = ("relu/forged_fast.py", "relu/forged_background.py", "relu/forged_spinning.py", "relu/deferred_work.py")
 
 
 def judge(scratch: Path, extra: list[str]) -> dict[str, dict]:

@@ -308,17 +308,19 @@ class CandidateRun:
         count = min(SPARE_COPIES, self.reference.budget_left // size)
         return [[t.zero_() for t in self.reference.output_like()] for _ in range(count)]
 
-    def _copy_checked_call(self, worker: Worker, copies: list, spares: list[list[torch.Tensor]]):
+    def _copy_checked_call(self, worker: Worker, copies: list, spares: list[list[torch.Tensor]], shared: list[bool]):
         """For the calls of a timed command the parent chose after their outputs were described:
         their fed inputs must be as forward should leave them (`_fed_inputs_verdict`); copy their
         outputs out now (the worker cannot change them afterwards; on the CPU, read from its
         memory with its whole tree stopped), into `spares` while they last, to compare with the
-        reference's once the timed calls are over. Past the memory budget, compare at once instead."""
+        reference's once the timed calls are over. Past the memory budget, compare at once instead.
+        `shared` gets an entry for each command whose checked calls returned outputs in the same
+        memory."""
         budget = self.reference.budget_left  # one budget for everything the parent keeps on the device
 
         def check(calls: list[Call]) -> Verdict | None:
             if outputs_shared([call.outputs for call in calls]):
-                return verdicts.shared_outputs()
+                shared.append(True)  # a wrong output among them is then that (`verdicts.of_checked_timed_calls`)
             if all(call.fed is None for call in calls):
                 return read(calls)
             # Fed inputs and outputs read in one stop: a worker resumed between the two could tell
@@ -368,8 +370,9 @@ class CandidateRun:
         return verdicts.of_timed_sample(found, index)
 
     def _timer(self, worker: Worker, batch: int) -> Timer:
+        drain = (lambda: self.reference.busy_ms(IDLE_WAIT_S)) if self.config.device == "cuda" else None
         return Timer(worker, TimingPlan.of(self.config), self.rng, quiet=lambda: self.quiet([worker.pid, self.reference.worker.pid]),
-                     feed=self.reference.feeding(worker), batch=batch, cap=self.reference.batch_cap, insist=True)
+                     feed=self.reference.feeding(worker), batch=batch, cap=self.reference.batch_cap, insist=True, drain=drain)
 
     def _time(self, worker: Worker, timed: Timed) -> Verdict | None:
         """Its timing, held to the parent's clock. One the clock contradicts is measured once more,
@@ -429,7 +432,8 @@ class CandidateRun:
             if timer.batch == 1 and (verdict := self._verdict_of(timer.warm_up(calls=1), worker)):
                 return verdict
         copies: list = []
-        measured, objection = timer.run(check=self._copy_checked_call(worker, copies, spares))
+        shared: list[bool] = []
+        measured, objection = timer.run(check=self._copy_checked_call(worker, copies, spares, shared))
         for retime in range(2):
             if not isinstance(objection, ShortBatch):
                 break
@@ -438,13 +442,13 @@ class CandidateRun:
             timer.batch = objection.implied(timer.cap) if retime == 0 else timer.cap
             if isinstance(recalibration := self._recalibrated(worker, timer.batch), Verdict):
                 return recalibration
-            measured, objection = timer.run(check=self._copy_checked_call(worker, copies, spares))
+            measured, objection = timer.run(check=self._copy_checked_call(worker, copies, spares, shared))
         if isinstance(objection, Reply):
             return self._verdict_of(objection, worker)
         for index, (seed, outputs) in enumerate(copies, start=1):
             objection = objection or self._compare_checked_call(seed, outputs, index)
         if objection is not None:
-            return objection
+            return verdicts.of_checked_timed_calls(objection, bool(shared))
         return measured, recalibration
 
     def _check_profiles(self, worker: Worker, timed: Timed) -> Verdict | None:

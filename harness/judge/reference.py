@@ -292,13 +292,26 @@ class ReferenceRunner:
     def device_idle_within(self, wait_s: float) -> bool:
         """Whether the reference's GPU runs no other process's work, waiting up to `wait_s` for
         what runs there to end (GPU runs only)."""
-        deadline = time.monotonic() + wait_s
+        return self._waited_for_idle_ms(wait_s) is not None
+
+    def busy_ms(self, wait_s: float) -> float:
+        """How long the GPU went on running another process's work, by the parent's clock, up to
+        `wait_s`: 0 where the first look finds it idle (GPU runs only)."""
+        waited_ms = self._waited_for_idle_ms(wait_s)
+        return wait_s * 1000 if waited_ms is None else waited_ms
+
+    def _waited_for_idle_ms(self, wait_s: float) -> float | None:
+        """Milliseconds from the first look until the GPU ran no other process's work (0: idle at
+        the first look); None: still busy after `wait_s`."""
+        began, deadline = time.perf_counter(), time.monotonic() + wait_s
+        looks = 0
         while True:
             round_trip_ms = self._request(Command(op="settle"), "idle check").elapsed_ms
+            looks += 1
             if round_trip_ms is None or round_trip_ms <= IDLE_ROUND_TRIP_MS:
-                return True
+                return 0.0 if looks == 1 else (time.perf_counter() - began) * 1000
             if time.monotonic() >= deadline:
-                return False
+                return None
             time.sleep(IDLE_POLL_S)
 
     def _warm_commands(self, batch: int) -> int:

@@ -98,16 +98,18 @@ BUSY_CORES = 0.25
 # (docs/threat-model.md). Each call there is still flushed and timed alone (worker/child.py).
 BATCH_MS = 20.0
 RAMP_FACTOR = 8  # sizing: batches of 1, 8, 64, ... calls until one takes half of BATCH_MS
-# Calls of a verified batch whose outputs are checked (all of them, in a smaller batch). On a GPU,
-# where batches are a sixteenth of the device's memory at most (nine calls of the 0.7 ms relu) and
-# a timing makes many of them, two: about as many checks a call as one-call commands got (a half,
-# then a fifth), where eight had made the reference's checks most of a quick kernel's timing.
-CHECKED_PER_BATCH = {"cpu": 8, "cuda": 2}
+# Calls of a verified batch whose outputs are checked, at most (all of them, in a smaller batch).
+# On a GPU a fifth of the batch's calls (as many checks a call as one-call commands got after
+# their first 20), at least two: there batches are a sixteenth of the device's memory at most
+# (nine calls of the 0.7 ms relu) and a timing makes many of them, and eight a batch made the
+# reference's checks most of a quick kernel's timing (`checked_calls`).
+CHECKED_PER_BATCH = 8
+CHECKED_SHARE_GPU, CHECKED_LEAST_GPU = VERIFY_LATE, 2
 # Calls of a profiled command, at most: a worker knows it is watched while it is (the profiler is
 # on), so a smaller batch tells it nothing new, and a path slow only when watched costs so many
 # calls, not a whole batch of them (a 0.1 s one once ran past the timeout in a batch of 1,024).
-# One on a GPU, where each call of a batch has an L2 flush of the harness's, which the profile
-# would count as the candidate's kernel time.
+# One on a GPU: there the calls of a batch are flushed and timed one by one (worker/child.py),
+# and a profiled command's calls, timed as one under the profiler, would run back to back.
 PROFILED_BATCH = {"cpu": 8, "cuda": 1}
 
 
@@ -181,6 +183,13 @@ class Timed:
         return [w - r for w, r in zip(self.wall_ms, self.reported_ms)]
 
 
+def checked_calls(calls: int, device: str) -> int:
+    """How many calls of a verified command of `calls` calls are checked (CHECKED_PER_BATCH)."""
+    if device == "cpu":
+        return min(calls, CHECKED_PER_BATCH)
+    return min(calls, CHECKED_PER_BATCH, max(CHECKED_LEAST_GPU, math.ceil(CHECKED_SHARE_GPU * calls)))
+
+
 def median_interval(samples: list[float]) -> tuple[float, float]:
     """The median's distribution-free 95% interval: order statistics n/2 ± 1.96·√n/2."""
     ordered = sorted(samples)
@@ -216,15 +225,17 @@ class Timer:
 
     def __init__(self, worker: Worker, plan: TimingPlan, rng: random.Random, phase: str = "timing",
                  quiet: Callable[[], ContextManager] = contextlib.nullcontext, feed: Feed | None = None,
-                 batch: int = 1, cap: int = 1, insist: bool = False):
+                 batch: int = 1, cap: int = 1, insist: bool = False, drain: Callable[[], float] | None = None):
         """`quiet()` is held around the timed calls (on a CPU run: the run's other workers frozen);
         `feed(seeds)` writes the inputs of seeds into the worker (None: it makes them itself);
         `batch`: calls per timed command, at most `cap` (`warm_up` sizes it when `cap` allows more
-        than one); `insist`: a batch too short for the bound stops the timing (`ShortBatch`). A
-        window of `quiet()` may measure what processes outside the run used meanwhile
-        (`processes.OthersCpu`, recorded as `Timed.others_cores`)."""
+        than one); `insist`: a batch too short for the bound stops the timing (`ShortBatch`);
+        `drain()`: on a GPU, how long in ms the GPU goes on running the worker's work after a
+        verified command's reply, charged to that command (see `_run`). A window of `quiet()` may
+        measure what processes outside the run used meanwhile (`processes.OthersCpu`, recorded as
+        `Timed.others_cores`)."""
         self.worker, self.plan, self.rng, self.phase, self.quiet, self.feed = worker, plan, rng, phase, quiet, feed
-        self.batch, self.cap, self.insist = batch, cap, insist
+        self.batch, self.cap, self.insist, self.drain = batch, cap, insist, drain
         self._located = False  # the last timed command's outputs are held where they are until `release`
 
     def seed(self) -> int:
@@ -285,7 +296,7 @@ class Timer:
         while not self._done(timed, began, len(profile_at)):
             profiled = commands in profile_at
             seeds = [self.seed() for _ in range(timed.profiled_batch if profiled else self.batch)]
-            # A batch is verified every time (some of its calls, CHECKED_PER_BATCH): batched timings
+            # A batch is verified every time (some of its calls, `checked_calls`): batched timings
             # stop after a handful of commands, which a coin would leave all unchecked now and then.
             verify = check is not None and (len(seeds) > 1 or
                                             self.rng.random() < (VERIFY_EARLY if commands < EARLY_CALLS else VERIFY_LATE))
@@ -293,6 +304,11 @@ class Timer:
             commands += 1
             if not reply.ok:
                 return timed, reply
+            if verify and self.drain is not None:
+                # Kernels a worker queues after its last call's end event run while the parent reads
+                # the checked outputs, off the clock (an unverified command's are waited for inside
+                # the next one): the time the GPU stays busy with them is this command's.
+                (timed.profiled_wall_ms if profiled else timed.wall_ms)[-1] += self.drain() / len(seeds)
             # The outputs are copied before the worker gets another command (its profile's included).
             objection = check(self._chosen(seeds, reply, fed)) if verify else None
             if objection is not None:
@@ -309,7 +325,7 @@ class Timer:
         """The calls of a verified command whose outputs are checked, chosen now, in secret."""
         calls = len(seeds)
         return [Call(seeds[index], self._outputs_of(reply, index, calls), [ref.row(index) for ref in fed] if fed is not None else None)
-                for index in sorted(self.rng.sample(range(calls), min(calls, CHECKED_PER_BATCH[self.plan.device])))]
+                for index in sorted(self.rng.sample(range(calls), checked_calls(calls, self.plan.device)))]
 
     @staticmethod
     def _outputs_of(reply: Reply, index: int, calls: int) -> list[TensorRef]:

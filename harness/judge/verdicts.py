@@ -210,12 +210,16 @@ def of_timed_sample(check: CheckResult, index: int) -> Verdict | None:
                      "trials passed")
 
 
-def shared_outputs() -> Verdict:
-    """Calls timed one after another returned their outputs in the same memory: not a cheat, but
-    no call's answer outlived the next call, and only the later one could be checked."""
-    return Verdict(status=Status.mismatch,
-                   error="forward returned its outputs in the same memory on different calls (a buffer it keeps): "
-                         "each call overwrote the last one's answer; return a new tensor from each call")
+def of_checked_timed_calls(objection: Verdict, shared_memory: bool) -> Verdict:
+    """What the checked timed calls came to. A wrong output where calls of one command returned
+    their outputs in the same memory (a buffer the candidate keeps) is that, not a cheat: no
+    call's answer outlived the next call. Only a wrong output: one buffer returned with the right
+    contents (a constant, a parameter) passes."""
+    if shared_memory and Flag.inconsistent_when_timed in objection.flags:
+        return Verdict(status=Status.mismatch,
+                       error="forward returned its outputs in the same memory on different calls (a buffer it keeps): "
+                             "each call overwrote the last one's answer; return a new tensor from each call")
+    return objection
 
 
 def of_timed_inputs(changed_inputs: list[int], index: int) -> Verdict | None:

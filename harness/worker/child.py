@@ -127,9 +127,9 @@ def cast_inputs(inputs: list, device: str, dtype: torch.dtype) -> list:
 
 
 def alike(rows: list[list[torch.Tensor]]) -> bool:
-    """Whether lists of tensors agree position by position in shape and dtype (and in length)."""
-    first = [(t.shape, t.dtype) for t in rows[0]]
-    return all([(t.shape, t.dtype) for t in row] == first for row in rows[1:])
+    """Whether lists of tensors agree position by position in shape, dtype and device (and in length)."""
+    first = [(t.shape, t.dtype, t.device) for t in rows[0]]
+    return all([(t.shape, t.dtype, t.device) for t in row] == first for row in rows[1:])
 
 
 def located(returned: list) -> tuple[list[TensorRef], list[list[int]]]:
@@ -395,7 +395,7 @@ class Session:
         return summarize_profile(profiler.function_events, elapsed)
 
     def timed(self, command: Command) -> float:
-        """`command.calls` calls timed back to back, each on inputs learned only now: fed, or made
+        """`command.calls` calls timed one after another, each on inputs learned only now: fed, or made
         from seeds learned now; a profiled command's profile is asked for next (`profile`). What
         the calls returned waits for the commit, which checks it: work the parent times apart
         and allows a candidate no more of than the reference's commit took (in this command, a

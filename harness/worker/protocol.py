@@ -245,7 +245,8 @@ REQUIRED_FIELDS = {"job": (), "trial": ("outputs", "inputs", "form"), "inputs": 
 
 def fits(command: Command, reply: Reply) -> bool:
     """Whether a reply carries what its command asks for: the committed outputs of a timed
-    command of several calls stacked, a row per call; a located one's places, one per call."""
+    command of several calls stacked, a row per call (CPU tensors), or described call by call, as
+    many for each call (`described_call_by_call`); a located one's places, one per call."""
     if not reply.ok:
         return True
     if not all(getattr(reply, field) is not None for field in REQUIRED_FIELDS[command.op]):
@@ -402,7 +403,7 @@ def committed_refs(per_call: list[list[torch.Tensor]], buffer: CommitBuffer) -> 
     """Worker side: a timed command's outputs, a list per call alike from call to call, as its
     commit describes them (`call_outputs`): one call's as they are; several calls' call by call
     where any is on the GPU, else stacked in the commit buffer."""
-    if len(per_call) == 1 or any(t.is_cuda for t in per_call[0]):
+    if len(per_call) == 1 or any(t.is_cuda for outputs in per_call for t in outputs):
         return describe([t for outputs in per_call for t in outputs], buffer)
     return buffer.write_stacked(per_call)
 

@@ -293,6 +293,18 @@ def test_gpu_work_left_for_the_recalibration_gains_nothing(gpu_tricks):
     assert busy["status"] == "rejected" and busy["flags"] == ["busy_while_stopped"], (busy["status"], busy["error"])
 
 
+def test_gpu_work_queued_after_the_reply_is_timed(gpu_tricks):
+    """deferred_work.py computes its outputs only after its last call's end event: the parent
+    charges a verified command the time the GPU stays busy after its reply (an unverified one's
+    work is waited for in the next command). Rejected, a mismatch where the parent read its
+    outputs first, or timed at no less than its honest twin's time."""
+    deferred, honest = gpu_tricks["relu/deferred_work.py"], gpu_tricks["relu/honest_twin.py"]
+    print(deferred["status"], deferred["flags"], deferred["error"], deferred["timing_bound"])
+    assert deferred["status"] in ("ok", "rejected", "mismatch"), (deferred["status"], deferred["error"])
+    if deferred["status"] == "ok":
+        assert vouched_ms(deferred) > vouched_ms(honest) / NOISE, (vouched_ms(deferred), vouched_ms(honest))
+
+
 SPINNER = """
 import torch
 torch.cuda._sleep(1000)

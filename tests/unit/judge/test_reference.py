@@ -268,3 +268,25 @@ def test_inputs_fed_for_a_batch_are_read_back_per_call_and_only_changed_ones_cop
         assert left[0] is None and left[2] is None and torch.equal(left[1][0], torch.full((64, 256), 7.0))
     finally:
         target.close()
+
+
+def test_how_long_the_gpu_stays_busy_with_another_process_s_work_counts_from_the_first_look(monkeypatch):
+    """Idle at the first look: nothing. Busy (a tiny kernel's round trip of milliseconds, the GPU
+    running another context's work): until it is idle, or the whole wait."""
+    from harness.worker.protocol import Reply
+
+    monkeypatch.setattr(reference, "IDLE_POLL_S", 0.002)
+    runner = ReferenceRunner.__new__(ReferenceRunner)
+
+    def answering(*round_trips_ms):
+        answers = iter(round_trips_ms)
+        runner._request = lambda command, what: Reply(ok=True, elapsed_ms=next(answers))
+
+    answering(0.013)
+    assert runner.busy_ms(0.1) == 0.0 and (answering(0.013) or runner.device_idle_within(0.1))
+    answering(2.4, 2.4, 0.013)
+    assert 4.0 <= runner.busy_ms(0.1) < 100.0  # two polls apart, at least
+    answering(*[2.4] * 1000)
+    assert runner.busy_ms(0.01) == 10.0
+    answering(*[2.4] * 1000)
+    assert not runner.device_idle_within(0.01)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness.judge.timer import (BATCH_MS, BUSY_CORES, CHECKED_PER_BATCH, PROFILED_BATCH, ShortBatch, Timed, TimingPlan, Timer,
+from harness.judge.timer import (BATCH_MS, BUSY_CORES, CHECKED_PER_BATCH, PROFILED_BATCH, checked_calls, ShortBatch, Timed, TimingPlan, Timer,
                                  busy_machine, converged, median_interval, timing_bound, timing_stats, vouched_median)
 from harness.records import TimingBound
 from harness.worker import processes
@@ -266,13 +266,13 @@ def test_a_profiled_command_makes_few_calls_and_its_profile_is_per_call():
 def test_a_verified_batch_has_some_of_its_calls_checked_each_against_its_own_seed_and_outputs():
     worker, checked = FakeWorker(), []
     Timer(worker, plan(fixed=20), random.Random(7), batch=50, cap=50).run(check=checked.append, profiled=0)
-    assert checked and all(len(calls) == CHECKED_PER_BATCH["cpu"] for calls in checked)
+    assert checked and all(len(calls) == CHECKED_PER_BATCH for calls in checked)
     by_seed = {seed: place for c in worker.commands for place, seed in enumerate(c.seeds)}
     for calls in checked:
-        assert len({c.seed for c in calls}) == CHECKED_PER_BATCH["cpu"]
+        assert len({c.seed for c in calls}) == CHECKED_PER_BATCH
         assert all(c.outputs == [located(4096 * (by_seed[c.seed] + 1))] and c.fed is None for c in calls)  # its own
     places = {by_seed[c.seed] for calls in checked for c in calls}
-    assert len(places) > CHECKED_PER_BATCH["cpu"]  # not the same places every time: a worker cannot tell
+    assert len(places) > CHECKED_PER_BATCH  # not the same places every time: a worker cannot tell
     assert len(checked) == 20  # every batch verified: a batched timing makes few commands
     small = []
     Timer(FakeWorker(), plan(fixed=20), random.Random(7), batch=3, cap=3).run(check=small.append, profiled=0)
@@ -368,8 +368,33 @@ def test_on_a_gpu_a_batchs_checked_calls_are_each_its_own_and_a_profiled_command
         assert len(set(handles)) == len(calls)  # each call's own outputs
     # Two calls of each of the four timed batches (the first one, uncounted, is not checked); a
     # profiled command's one call now and then.
-    assert sorted(len(calls) for calls in checked if len(calls) > 1) == [CHECKED_PER_BATCH["cuda"]] * 4
-    assert {len(calls) for calls in checked} <= {1, CHECKED_PER_BATCH["cuda"]}
+    assert sorted(len(calls) for calls in checked if len(calls) > 1) == [2] * 4
+    assert {len(calls) for calls in checked} <= {1, 2}
+
+
+def test_a_gpu_batch_has_a_fifth_of_its_calls_checked_at_least_two_at_most_eight():
+    """As many checks a call as one-call commands got after their first 20 (a fifth), where a
+    timing of large batches makes few commands; the CPU's batches always eight."""
+    assert [checked_calls(calls, "cuda") for calls in (1, 2, 9, 20, 40, 1000)] == [1, 2, 2, 4, 8, 8]
+    assert [checked_calls(calls, "cpu") for calls in (1, 9, 1000)] == [1, 8, 8]
+
+
+def test_on_a_gpu_the_time_a_verified_commands_work_keeps_the_gpu_busy_after_its_reply_is_its_own():
+    """Kernels queued after the last call's end event would run while the parent reads the checked
+    outputs, off the clock: the time the GPU stays busy with them goes to that command."""
+    worker, drains = FakeWorker(elapsed_ms=0.5), []
+
+    def drain():
+        drains.append(len(worker.commands))
+        return 6.0
+
+    timed, _ = Timer(worker, plan(fixed=4, device="cuda"), random.Random(8), batch=6, cap=6, drain=drain).run(
+        check=lambda calls: None, profiled=0)
+    assert len(drains) == 4  # every batch is verified (the first, uncounted, is not timed)
+    assert all(wall >= 1.0 for wall in timed.wall_ms)  # 6 ms over its six calls, beyond what the clock saw
+    unverified, _ = Timer(FakeWorker(elapsed_ms=0.5), plan(fixed=4, device="cuda"), random.Random(8), batch=6, cap=6,
+                          drain=drain).run(check=None, profiled=0)
+    assert len(drains) == 4 and all(wall < 1.0 for wall in unverified.wall_ms)
 
 
 def test_a_commit_skipped_gains_a_forger_nothing():

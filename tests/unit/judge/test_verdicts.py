@@ -1,6 +1,6 @@
 """Worker failures become verdicts with a one-line, actionable reason."""
 
-from harness.judge.verdicts import of_failure, of_sensitivity, of_trial, speedup
+from harness.judge.verdicts import of_checked_timed_calls, of_failure, of_sensitivity, of_timed_inputs, of_timed_sample, of_trial, speedup
 from harness.records import CheckResult, Flag, Status
 from harness.worker.protocol import Failure
 
@@ -118,3 +118,14 @@ def test_an_output_that_ignores_its_input_is_rejected_only_where_the_reference_d
     assert of_sensitivity(constant, constant) is None  # a degenerate problem: the reference is constant too
     assert of_sensitivity(changing, changing) is None
     assert of_sensitivity(changing[:1], constant[:1]) is None  # one trial shows nothing
+
+
+def test_a_wrong_timed_output_in_memory_shared_between_calls_is_a_mismatch_that_says_why():
+    """One buffer returned from every call: each call overwrote the last one's answer. Only a
+    wrong output is relabelled: anything else a checked call came to stands."""
+    wrong = of_timed_sample(CheckResult(passed=False, reason="12 of 16 elements differ"), 2)
+    shared = of_checked_timed_calls(wrong, shared_memory=True)
+    assert shared.status is Status.mismatch and "same memory on different calls" in shared.error and not shared.flags
+    assert of_checked_timed_calls(wrong, shared_memory=False) == wrong
+    mutated = of_timed_inputs([0], 1)
+    assert of_checked_timed_calls(mutated, shared_memory=True) == mutated
