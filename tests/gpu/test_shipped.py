@@ -200,8 +200,8 @@ def test_applying_each_hint_removes_its_cause(tmp_path):
 
 # A forger's time by the parent's clock against its honest twin's, in one run: within this, no gain.
 # With one call to a timed command, 4 of 27 forgeries gained over 1.5x (up to 7.2x) in ten runs on
-# an H100; nine calls to a command, the forgers' vouched times came to 0.81 to 1.15 of the twin's
-# in ten runs (2026-11-27, bench/gpu_forgers.py).
+# an H100; nine calls to a command, the forgers' vouched times came to 0.68 to 1.15 of the twin's
+# in eight runs whose times were kept (2026-11-27, bench/gpu_forgers.py).
 NOISE = 1.2
 
 
