@@ -121,12 +121,14 @@ def worker_job(role: str, problem: Problem, config: EvalConfig, peaks: Peaks | N
                      peaks=peaks)
 
 
-def _memory_budget(device: str) -> int:
+def memory_bytes(device: str, gpu: int | None) -> int:
+    """The memory a run's shares are of: the lane's GPU's (`gpu` as this process numbers it; the
+    current one where unknown), or the host's on a CPU run."""
     if device == "cuda":
-        return int(KEPT_SHARE * torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+        return torch.cuda.get_device_properties(torch.cuda.current_device() if gpu is None else gpu).total_memory
     import os
 
-    return int(KEPT_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 class ReferenceRunner:
@@ -150,7 +152,8 @@ class ReferenceRunner:
         self.floor: HardwareFloor | None = None
         self.alt_sizes: list[dict[str, int]] = []
         self._kept: dict[tuple, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
-        self._kept_bytes, self.memory_budget = 0, _memory_budget(config.device)
+        self.memory_bytes = memory_bytes(config.device, placement.gpu)
+        self._kept_bytes, self.memory_budget = 0, int(KEPT_SHARE * self.memory_bytes)
         self._degenerate: DegenerateCheck | None = None
         self._watched: set[int] = set()  # seeds fed to _degenerate
         self._degenerate_notes: list[str] | None = None  # its verdict, once every seed was seen
@@ -226,9 +229,7 @@ class ReferenceRunner:
         return cap if specs[0] == specs[1] else 1
 
     def _batch_bytes(self) -> int:
-        if self.config.device == "cuda":
-            return int(GPU_BATCH_SHARE * torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
-        return BATCH_BYTES
+        return int(GPU_BATCH_SHARE * self.memory_bytes) if self.config.device == "cuda" else BATCH_BYTES
 
     def _time(self, plan: TimingPlan, profiled: int, warm_up: bool = False, size: bool = False,
               batch: int | None = None) -> Timed:
