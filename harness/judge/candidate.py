@@ -129,6 +129,9 @@ class CandidateRun:
             if verdict.status is not Status.ok:
                 self.observed.log_tail = worker.log_tail(LOG_TAIL_CHARS) or None
             exiting = time.monotonic()
+            if worker.compiled_triton:
+                with key_lock(self.key_dir):
+                    worker.keep_triton_cache(self.key_dir)
         release_device_cache(self.config.device)  # its timed outputs' copies, freed by now
         self.observed.phase_s["exit"] = round(time.monotonic() - exiting, 3)
         self.observed.elapsed_s = round(time.monotonic() - began, 3)

@@ -48,6 +48,8 @@ CANONICAL_SCRATCH = f"/tmp/harness-worker-{os.getuid()}"
 DEV = "/dev"
 GPU_NODE = re.compile(r"nvidia\d+")  # a GPU's node: where one is, the NVIDIA driver is
 EXTENSIONS = "ext"  # in the scratch dir: torch's extension builds (TORCH_EXTENSIONS_DIR)
+# In an extensions dir: what Triton compiled (TRITON_CACHE_DIR; no extension's name has a hyphen).
+TRITON_CACHE = "triton-cache"
 
 
 def default_limits() -> Limits:
