@@ -59,7 +59,7 @@ class Lane:
         for reference in self.prepared.values():
             reference.close()
         while self.spares:
-            self.spares.popleft().discard()  # never given a job: nothing of a candidate's to wind down
+            self.spares.popleft().close()  # never given a job: nothing of a candidate's to wind down
 
     def _boot(self) -> Worker:
         return Worker(self.placement, role="worker", device=self.config.device, timeout_s=self.config.timeout_s,
@@ -72,7 +72,7 @@ class Lane:
         if not self.spare_count:
             return None
         while self.spares and self.spares[0].exited():  # died booting (killed, out of memory): no candidate's
-            self.spares.popleft().discard()
+            self.spares.popleft().close()
         worker = self.spares.popleft() if self.spares else self._boot()
         try:
             while len(self.spares) < self.spare_count:

@@ -603,8 +603,6 @@ COMMAND_PHASES = {"trial": Phase.correctness, "inputs": Phase.timing, "warmup": 
 def serve(conn: Connection, session: Session) -> None:
     while True:
         command = Command.model_validate_json(conn.recv_bytes())
-        if command.op == "exit":
-            return
         try:
             handle(conn, session, command)
         except NotPlainTensor as exc:

@@ -718,23 +718,15 @@ class Worker:
                 self.process.wait()
 
     def close(self) -> None:
-        """Ask the worker to exit, give it a grace period, then discard it."""
-        if self._exit_status() is None:
-            try:
-                send_model(self.conn, Command(op="exit"))
-            except OSError:
-                pass
-            self._wait_exit(EXIT_GRACE_S)
-        self.discard()
-
-    def discard(self) -> None:
-        """Kill the worker and free what the parent holds for it. Enough for a worker that never
-        had a job: a spare still booting reads no exit command before its boot is done (up to
-        the whole grace period: six spares left at the end of a GPU run took 5.8 s to close)."""
+        """Kill the worker and free what the parent holds for it. Nothing a worker would do at
+        exit is needed (its log is unbuffered, its outputs read), and one asked to exit took 0.1
+        to 0.2 s to wind torch and CUDA down (H100), a candidate's whole exit phase; a spare still
+        booting would not even read the request before its boot was done (six spares left at the
+        end of a GPU run took 5.8 s to close)."""
         self.kill()
         if self._lifeline >= 0:  # after the kill: the launcher is gone and leaves the scratch dir to us
             os.close(self._lifeline)
-            self._lifeline = -1  # a second discard closes no one else's fd of the same number
+            self._lifeline = -1  # a second close closes no one else's fd of the same number
         self.conn.close()
         self.log.close()
         self.buffer.close()

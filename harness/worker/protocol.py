@@ -114,7 +114,7 @@ class TensorRef(BaseModel):
 
 class Command(BaseModel):
     op: Literal["boot", "job", "trial", "inputs", "warmup", "timed", "commit", "release", "profile", "settle", "floor",
-                "math", "exit"]
+                "math"]
     job: WorkerJob | None = None  # job: what to load
     # boot (before the job, no reply): import what loading a reference needs while booting
     seed: int = 0  # trial, floor: the inputs are the problem's get_inputs() after this seed

@@ -81,7 +81,7 @@ class FakeWorker:
     def exited(self) -> bool:
         return self.dead
 
-    def discard(self) -> None:
+    def close(self) -> None:
         self.discarded = True
 
 
