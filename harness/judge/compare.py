@@ -59,30 +59,50 @@ def rel_floor(tol: Tolerance) -> float:
 
 
 @functools.cache
-def _fused_kernel():
-    """The comparison as one Triton kernel (judge/fused_compare.py), or None without Triton."""
+def _fused_kernel(device: int):
+    """The comparison as one Triton kernel (judge/fused_compare.py), compiled for GPU `device` in
+    the two variants Triton specializes a length into (a multiple of 16, or not); None where
+    Triton is not installed or cannot compile it there, and the chunks compare instead."""
     try:
         from .fused_compare import errors_kernel
-    except ImportError:
+        for elements in (FUSED_BLOCK, FUSED_BLOCK + 1):
+            zeros = torch.zeros(elements, device=device)
+            _fused_launch(errors_kernel, zeros, zeros, Tolerance(atol=0.0, rtol=0.0))
+    except Exception:  # anything a compiler or driver can raise: the chunks still work
         return None
     return errors_kernel
 
 
-def fused_errors(want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int] | None:
-    """`_errors` of whole contiguous GPU tensors of floats of 32 bits or fewer in one kernel and
-    one synchronizing read (an 8.5 GB output read once, where the chunks make about twenty passes
-    over it), or None where it does not apply: another device or dtype, no Triton, or a NaN or Inf
-    anywhere (the chunks then say which)."""
-    kernel = _fused_kernel() if want.is_cuda and work_dtype(want.dtype) == torch.float32 else None
-    if kernel is None or not (want.is_contiguous() and got.is_contiguous()) or want.numel() == 0:
-        return None
+def warm_fused_comparison(device: int) -> None:
+    """Load or compile the fused comparison for GPU `device` ahead of the first comparison,
+    which paid for it otherwise: about 0.9 s of Triton's import and the kernel's load, once a
+    process (H100), in the first correctness trial of a run."""
+    _fused_kernel(device)
+
+
+def _fused_launch(kernel, want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int]:
     blocks = -(-want.numel() // FUSED_BLOCK)
     partial = torch.empty(blocks, 4, dtype=torch.float32, device=want.device)
     with torch.cuda.device(want.device):
         kernel[(blocks,)](want, got, partial, want.numel(), tol.atol, tol.rtol, rel_floor(tol), BLOCK=FUSED_BLOCK)
     max_abs, max_rel, bad, non_finite = torch.cat([partial[:, :2].amax(0).double(),
                                                    partial[:, 2:].sum(0, dtype=torch.float64)]).tolist()
-    return None if non_finite else (max_abs, max_rel, int(bad), 0)
+    return max_abs, max_rel, int(bad), int(non_finite)
+
+
+def fused_errors(want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int] | None:
+    """`_errors` of whole contiguous GPU tensors of floats of 32 bits or fewer in one kernel and
+    one synchronizing read (an 8.5 GB output read once, where the chunks make about twenty passes
+    over it: 6 ms against 71 ms on an H100, bench/compare_outputs.py), or None where it does not
+    apply: another device or dtype, no Triton, or a NaN or Inf anywhere (the chunks then say which)."""
+    if not want.is_cuda or work_dtype(want.dtype) != torch.float32 or want.numel() == 0 or \
+            not (want.is_contiguous() and got.is_contiguous()):
+        return None
+    kernel = _fused_kernel(want.device.index)
+    if kernel is None:
+        return None
+    found = _fused_launch(kernel, want, got, tol)
+    return None if found[3] else found
 
 
 def chunked_errors(want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int]:

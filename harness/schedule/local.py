@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from ..builds.ahead import build_ahead
 from ..judge.candidate import judged_by_build
+from ..judge.compare import warm_fused_comparison
 from ..records import Candidate, Result, Subject
 from ..worker.parent import Placement, remove_run_scratch, stop_run
 from .lane import Lane
@@ -295,6 +296,8 @@ class Pipeline:
     def _lane(self, lane: int) -> None:
         plan = self.plan
         placement = plan.lane_placement(lane)
+        if plan.config.device == "cuda":  # while the lane's first reference and candidate load
+            self._spawn(warm_fused_comparison, placement.gpu or 0)
         if driver := plan.resources.driver_cpus(lane):  # this thread's clock bounds the timings: off the build cores
             os.sched_setaffinity(0, driver)
         with Lane(plan.config, plan.run_id, placement, plan.cache, self._reference_failures,
