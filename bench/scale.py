@@ -49,6 +49,8 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
+from harness.judge.timer import checked_calls
+
 REPO = Path(__file__).resolve().parent.parent
 WARMUP, PROFILED, SHAPES, RECALIBRATION = 3, 2, 1, 5  # calls beyond the timed ones (EvalConfig, judge/timer.py,
 # judge/reference.py: the recalibration's fewest calls, which slow references get)
@@ -94,15 +96,21 @@ def lanes(results: list[dict], started_at: float) -> dict:
 
 
 def device_seconds(result: dict, correctness_trials: int) -> float:
-    """The candidate's and its reference's device time for what the harness asked of them."""
+    """The candidate's and its reference's device time for what the harness asked of them. Where
+    quick calls were timed in batches (`calls_per_sample` a sample), every command is verified
+    (`checked_calls` of its calls), one batch more primes the timing, the sizing ramp is about
+    one more, and the reference is recalibrated in batches of as many calls."""
     timing, reference = result.get("timing"), result.get("reference_timing")
     total = 0.0
     if timing:
-        n = timing["n"]
-        total += sum(timing["samples_ms"]) / 1000 + timing["median_ms"] * (correctness_trials + WARMUP + PROFILED + SHAPES) / 1000
+        n, batch = timing["n"], timing.get("calls_per_sample", 1)
+        batched = batch if batch > 1 else 0
+        total += sum(timing["samples_ms"]) * batch / 1000
+        total += timing["median_ms"] * (correctness_trials + WARMUP + PROFILED + SHAPES + 2 * batched) / 1000
         if reference:
-            verified = VERIFY_EARLY * min(n, EARLY_CALLS) + VERIFY_LATE * max(0, n - EARLY_CALLS)
-            total += reference["median_ms"] * (correctness_trials + RECALIBRATION + verified + SHAPES) / 1000
+            verified = n * checked_calls(batch, "cuda") if batched else \
+                VERIFY_EARLY * min(n, EARLY_CALLS) + VERIFY_LATE * max(0, n - EARLY_CALLS)
+            total += reference["median_ms"] * (correctness_trials + RECALIBRATION * max(1, batch) + verified + SHAPES) / 1000
     elif reference and result.get("trials_passed"):
         total += reference["median_ms"] * result["trials_passed"] * 2 / 1000
     return total
