@@ -105,6 +105,12 @@ class BuildCache:
     def key_dir(self, code_hash: str) -> Path:
         return self.root / self.toolchain.key(code_hash)
 
+    @property
+    def parent_triton(self) -> Path:
+        """Where Triton compiles the parent's own kernels (judge/compare.py): no key dir's name,
+        so no worker writes it."""
+        return self.root / "parent-triton"
+
     def _mac(self, payload: str) -> str:
         return hmac.new(self._secret, payload.encode(), hashlib.sha256).hexdigest()
 

@@ -28,7 +28,7 @@ from ..worker import processes
 from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped, gpu_context_pids
 from ..worker.protocol import Command, ParamDigest, Reply, TensorRef
 from . import verdicts
-from .compare import compare_forms, compare_outputs
+from .compare import FusedComparison, compare_forms, compare_outputs
 from .integrity import (fallback_evidence, fingerprint, hidden_operator_evidence, mutated_inputs, outputs_shared,
                         profiled_too_slow)
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
@@ -98,12 +98,13 @@ class CandidateRun:
     def __init__(self, problem: Problem, candidate: Candidate, config: EvalConfig, key_dir: Path,
                  reference: ReferenceRunner, run_id: str, placement: Placement = Placement(),
                  build: BuildOutcome | None = None, worker: Worker | None = None, quiet: Quiet = no_quiet,
-                 pace: Pace = REAL_TIME, later_of_problem: bool = True):
+                 pace: Pace = REAL_TIME, later_of_problem: bool = True, fused: FusedComparison | None = None):
         """`worker`: one booted ahead (a lane's spare), or None to boot one (paced by `pace`).
         `later_of_problem`: whether candidates of the same problem may follow on this reference,
-        which then keeps the expected outputs of its trials for them."""
+        which then keeps the expected outputs of its trials for them. `fused`: the lane's GPU
+        comparison, None to compare in chunks."""
         self.problem, self.candidate, self.config, self.reference = problem, candidate, config, reference
-        self.keep_expected = later_of_problem
+        self.keep_expected, self.fused = later_of_problem, fused
         self.build_status = build.status if build is not None else None  # of its build ahead, if it had one
         self.key_dir, self.placement, self.worker, self.quiet, self.pace = key_dir, placement, worker, quiet, pace
         self.rng = random.SystemRandom()  # the seeds, and which calls are checked and profiled: never predictable
@@ -231,7 +232,7 @@ class CandidateRun:
                 # (a stride-0 view of 2**44 elements is a few bytes to describe, terabytes to read).
                 shaped = [t.shape for t in actual] == [t.shape for t in expected]
                 check = compare_forms(self.reference.output_form, reply.form, len(actual)) or \
-                    compare_outputs(expected, actual, self.config.tolerance_for(self.problem))
+                    compare_outputs(expected, actual, self.config.tolerance_for(self.problem), self.fused)
                 return None, (check,
                               mutated_inputs(expected_inputs, actual_inputs),
                               (fingerprint(expected), fingerprint(actual) if shaped else None))
@@ -369,7 +370,7 @@ class CandidateRun:
 
     def _compare_checked_call(self, seed: int, actual: list, index: int) -> Verdict | None:
         with self.reference.expected(seed) as (expected, _):
-            found = compare_outputs(expected, actual, self.config.tolerance_for(self.problem))
+            found = compare_outputs(expected, actual, self.config.tolerance_for(self.problem), self.fused)
         return verdicts.of_timed_sample(found, index)
 
     def _timer(self, worker: Worker, batch: int) -> Timer:

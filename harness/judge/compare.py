@@ -4,8 +4,11 @@ conv2d_square writes 8.5 GB per call)."""
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import math
+import threading
+from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 
@@ -14,7 +17,8 @@ from ..records import CheckResult, Tolerance
 # Elements compared at once: on a GPU large (each chunk ends in one synchronizing read), on a
 # CPU small enough that the temporaries stay in cache (64M floats on 2 cores: 0.21 s, 0.27 s at 4M).
 CHUNK_ELEMENTS = {"cuda": 16 * 1024 * 1024, "cpu": 1024 * 1024}
-FUSED_BLOCK = 4096  # elements a block of the fused GPU comparison reads (`fused_errors`)
+FUSED_BLOCK = 4096  # elements a block of the fused GPU comparison reads (`FusedComparison`)
+TRITON_CACHE_KNOB = threading.Lock()  # held while the process's Triton cache dir is pointed elsewhere
 
 
 def chunk_elements(tensor: torch.Tensor) -> int:
@@ -58,51 +62,80 @@ def rel_floor(tol: Tolerance) -> float:
     return max(tol.atol, 1e-12)
 
 
-@functools.cache
-def _fused_kernel(device: int):
-    """The comparison as one Triton kernel (judge/fused_compare.py), compiled for GPU `device` in
-    the two variants Triton specializes a length into (a multiple of 16, or not); None where
-    Triton is not installed or cannot compile it there, and the chunks compare instead."""
-    try:
-        from .fused_compare import errors_kernel
-        for elements in (FUSED_BLOCK, FUSED_BLOCK + 1):
-            zeros = torch.zeros(elements, device=device)
-            _fused_launch(errors_kernel, zeros, zeros, Tolerance(atol=0.0, rtol=0.0))
-    except Exception:  # anything a compiler or driver can raise: the chunks still work
-        return None
-    return errors_kernel
+class FusedComparison:
+    """The comparison on one GPU as one Triton kernel (judge/fused_compare.py): both tensors read
+    once, one synchronizing read (an 8.5 GB output: 6 ms against the chunks' 71 ms on an H100,
+    bench/compare_outputs.py). Triton compiles it into `compiled_in`, a directory of the build
+    cache that no worker writes (the parent loads what is there), never the user's ~/.triton.
+    Where Triton is missing, too old to be told where (no `triton.knobs`) or cannot compile it,
+    `errors` is None and the chunks compare."""
 
+    def __init__(self, compiled_in: Path, device: int):
+        self.compiled_in, self.device = compiled_in, device
+        self._lock = threading.Lock()
+        self._kernel = None
+        self._tried = False
 
-def warm_fused_comparison(device: int) -> None:
-    """Load or compile the fused comparison for GPU `device` ahead of the first comparison,
-    which paid for it otherwise: about 0.9 s of Triton's import and the kernel's load, once a
-    process (H100), in the first correctness trial of a run."""
-    _fused_kernel(device)
+    def warm(self) -> None:
+        """Load or compile it now: otherwise the first comparison of a run paid for Triton's
+        import and the kernel's load (0.9 s on an H100) inside a candidate's correctness trial."""
+        with self._lock:
+            if not self._tried:
+                self._tried = True
+                self._kernel = self._compiled()
 
+    def errors(self, want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int] | None:
+        """`_errors` of two whole flat tensors on this GPU, or None where it does not apply:
+        another device or dtype (floats of 32 bits or fewer only), no kernel, or a NaN or Inf
+        anywhere (the chunks then say which)."""
+        if want.device != torch.device("cuda", self.device) or work_dtype(want.dtype) != torch.float32 or \
+                want.numel() == 0 or not (want.is_contiguous() and got.is_contiguous()):
+            return None
+        self.warm()
+        if self._kernel is None:
+            return None
+        try:
+            found = self._launch(self._kernel, want, got, tol)
+        except Exception:  # a variant that does not compile (an unaligned view): the chunks compare it
+            return None
+        return None if found[3] else found
 
-def _fused_launch(kernel, want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int]:
-    blocks = -(-want.numel() // FUSED_BLOCK)
-    partial = torch.empty(blocks, 4, dtype=torch.float32, device=want.device)
-    with torch.cuda.device(want.device):
-        kernel[(blocks,)](want, got, partial, want.numel(), tol.atol, tol.rtol, rel_floor(tol), BLOCK=FUSED_BLOCK)
-    max_abs, max_rel, bad, non_finite = torch.cat([partial[:, :2].amax(0).double(),
-                                                   partial[:, 2:].sum(0, dtype=torch.float64)]).tolist()
-    return max_abs, max_rel, int(bad), int(non_finite)
+    def _compiled(self):
+        """The kernel, compiled in the two variants Triton specializes a length into (a multiple
+        of 16, or not), or None."""
+        try:
+            from .fused_compare import errors_kernel
+            for elements in (FUSED_BLOCK, FUSED_BLOCK + 1):
+                zeros = torch.zeros(elements, device=self.device)
+                self._launch(errors_kernel, zeros, zeros, Tolerance(atol=0.0, rtol=0.0))
+        except Exception:  # anything an import, a compiler or a driver can raise: the chunks still work
+            return None
+        return errors_kernel
 
+    def _launch(self, kernel, want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int]:
+        blocks = -(-want.numel() // FUSED_BLOCK)
+        partial = torch.empty(blocks, 4, dtype=torch.float32, device=want.device)
+        with self._compiling_into(), torch.cuda.device(want.device):  # a launch compiles a variant it has not seen
+            kernel[(blocks,)](want, got, partial, want.numel(), tol.atol, tol.rtol, rel_floor(tol), BLOCK=FUSED_BLOCK)
+        max_abs, max_rel, bad, non_finite = torch.cat([partial[:, :2].amax(0).double(),
+                                                       partial[:, 2:].sum(0, dtype=torch.float64)]).tolist()
+        return max_abs, max_rel, int(bad), int(non_finite)
 
-def fused_errors(want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int] | None:
-    """`_errors` of whole contiguous GPU tensors of floats of 32 bits or fewer in one kernel and
-    one synchronizing read (an 8.5 GB output read once, where the chunks make about twenty passes
-    over it: 6 ms against 71 ms on an H100, bench/compare_outputs.py), or None where it does not
-    apply: another device or dtype, no Triton, or a NaN or Inf anywhere (the chunks then say which)."""
-    if not want.is_cuda or work_dtype(want.dtype) != torch.float32 or want.numel() == 0 or \
-            not (want.is_contiguous() and got.is_contiguous()):
-        return None
-    kernel = _fused_kernel(want.device.index)
-    if kernel is None:
-        return None
-    found = _fused_launch(kernel, want, got, tol)
-    return None if found[3] else found
+    @contextlib.contextmanager
+    def _compiling_into(self) -> Iterator[None]:
+        """Triton's cache directory, which is the process's (the caller's own Triton kernels
+        keep theirs), pointed at `compiled_in` for one launch at a time."""
+        from triton import knobs
+        with TRITON_CACHE_KNOB:
+            before = knobs.cache.__dict__.get("dir")  # set by the caller's code; None: from the environment
+            knobs.cache.dir = str(self.compiled_in)
+            try:
+                yield
+            finally:
+                if before is None:
+                    del knobs.cache.dir
+                else:
+                    knobs.cache.dir = before
 
 
 def chunked_errors(want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int]:
@@ -130,7 +163,8 @@ def _errors_with_non_finite(want: torch.Tensor, got: torch.Tensor, tol: Toleranc
     return max_abs, max_rel, bad, non_finite
 
 
-def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance) -> CheckResult:
+def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance,
+                   fused: FusedComparison | None = None) -> CheckResult:
     if actual.shape != expected.shape:
         return CheckResult(passed=False, reason=f"shape {list(actual.shape)}, expected {list(expected.shape)}")
     if actual.dtype != expected.dtype:
@@ -138,7 +172,7 @@ def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance)
     total = expected.numel()
     expected_flat = expected.reshape(-1)
     actual_flat = actual.to(expected.device).reshape(-1)
-    max_abs, max_rel, bad, non_finite = fused_errors(expected_flat, actual_flat, tol) or \
+    max_abs, max_rel, bad, non_finite = (fused and fused.errors(expected_flat, actual_flat, tol)) or \
         chunked_errors(expected_flat, actual_flat, tol)
     if non_finite:  # an error the finite elements' largest would understate (0 for an all-NaN output)
         max_abs = max_rel = math.inf
@@ -163,11 +197,13 @@ def compare_forms(expected: str | None, actual: str | None, count: int) -> Check
     return CheckResult(passed=False, reason=f"forward returned {got} where the reference returns {want}")
 
 
-def compare_outputs(expected: list[torch.Tensor], actual: list[torch.Tensor], tol: Tolerance) -> CheckResult:
-    """All outputs must match; errors are the worst over the outputs."""
+def compare_outputs(expected: list[torch.Tensor], actual: list[torch.Tensor], tol: Tolerance,
+                    fused: FusedComparison | None = None) -> CheckResult:
+    """All outputs must match; errors are the worst over the outputs (on a GPU in one pass each,
+    with `fused`)."""
     if len(actual) != len(expected):
         return CheckResult(passed=False, reason=f"{len(actual)} output tensor(s), expected {len(expected)}")
-    results = [compare_tensor(e, a, tol) for e, a in zip(expected, actual)]
+    results = [compare_tensor(e, a, tol, fused) for e, a in zip(expected, actual)]
     failed = [(i, r) for i, r in enumerate(results) if not r.passed]
     worst_abs = max((r.max_abs_err for r in results if r.max_abs_err is not None), default=None)
     worst_rel = max((r.max_rel_err for r in results if r.max_rel_err is not None), default=None)

@@ -1,4 +1,4 @@
-"""The comparison of one output on a GPU as a single Triton kernel (`compare.fused_errors`): both
+"""The comparison of one output on a GPU as a single Triton kernel (`compare.FusedComparison`): both
 tensors read once. Imported only where Triton is installed, by the parent, for GPU tensors."""
 
 import triton

@@ -14,6 +14,7 @@ from typing import ContextManager
 from ..builds.cache import BuildCache, BuildOutcome
 from ..judge import verdicts
 from ..judge.candidate import CandidateRun
+from ..judge.compare import FusedComparison
 from ..judge.reference import Quiet, ReferenceFailed, ReferenceRunner, no_quiet
 from ..records import Candidate, EvalConfig, Observations, Problem, Result, Subject
 from ..worker.parent import REAL_TIME, ConfinementFailed, Pace, Placement, RunStopped, Worker
@@ -50,6 +51,7 @@ class Lane:
         self.spare_count = spares if placement.sandbox.namespaces else 0
         self.spares: collections.deque[Worker] = collections.deque()
         self.harness_failures = 0  # harness errors judging candidates, one after another
+        self.fused = FusedComparison(cache.parent_triton, placement.gpu or 0) if config.device == "cuda" else None
 
     def __enter__(self) -> Lane:
         return self
@@ -103,7 +105,7 @@ class Lane:
             return verdicts.result(subject, verdict, Observations(gpu=self.placement.gpu))
         run = CandidateRun(problem, candidate, self.config, self.cache.key_dir(candidate.code_hash), self.reference,
                            self.run_id, self.placement, outcome, self._worker(), self.quiet, self.pace,
-                           later_of_problem)
+                           later_of_problem, self.fused)
         try:
             with running():
                 result = run.run()

@@ -27,7 +27,6 @@ from typing import NamedTuple
 
 from ..builds.ahead import build_ahead
 from ..judge.candidate import judged_by_build
-from ..judge.compare import warm_fused_comparison
 from ..records import Candidate, Result, Subject
 from ..worker.parent import Placement, remove_run_scratch, stop_run
 from .lane import Lane
@@ -296,12 +295,12 @@ class Pipeline:
     def _lane(self, lane: int) -> None:
         plan = self.plan
         placement = plan.lane_placement(lane)
-        if plan.config.device == "cuda":  # while the lane's first reference and candidate load
-            self._spawn(warm_fused_comparison, placement.gpu or 0)
         if driver := plan.resources.driver_cpus(lane):  # this thread's clock bounds the timings: off the build cores
             os.sched_setaffinity(0, driver)
         with Lane(plan.config, plan.run_id, placement, plan.cache, self._reference_failures,
                   self.gate.quiet, plan.resources.build_cpus, self.gate, plan.resources.spares) as judge:
+            if judge.fused is not None:  # while the lane's first reference and candidate load
+                self._spawn(judge.fused.warm)
             while (item := self._next(lane, judge)) is not None:
                 candidate, outcome = item
                 result = judge.judge(plan.problems[candidate.problem_id], candidate, outcome,
