@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -38,7 +37,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    fused = FusedComparison(Path(tempfile.mkdtemp()), torch.cuda.current_device())
+    fused = FusedComparison(torch.cuda.current_device())
     fused_errors = fused.errors
     expected = torch.randn(args.elements, device="cuda")
     actual = expected + torch.randn(args.elements, device="cuda") * 1e-3

@@ -5,6 +5,7 @@ Environment variables are read at the edge (the command line, the API) and come 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import platform
 import secrets
 import signal
@@ -180,6 +181,10 @@ def open_pipeline(problems: list[Problem], candidates: list[Candidate], config: 
     resources = plan_resources(config.device, scale.gpus, scale.jobs, scale.warm_workers)
     cache = BuildCache(setup.build_root, toolchain(config.device, resources.gpus, setup.host, setup.sandbox.namespaces),
                        PrecompiledHeader(header_root(setup.host.cache_home)))
+    if config.device == "cuda":
+        # The parent's own Triton kernel (judge/compare.py) compiles into the build cache, where no
+        # worker writes, not the user's ~/.triton; a Triton cache the caller chose stays theirs.
+        os.environ.setdefault("TRITON_CACHE_DIR", str(cache.parent_triton))
     plan = RunPlan(problems, config, run_id, cache, resources, setup.host, setup.sandbox)
     if scale.backend == "ray":
         from .schedule.ray_cluster import RayPipeline  # Ray is an optional extra

@@ -4,11 +4,8 @@ conv2d_square writes 8.5 GB per call)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import torch
 
@@ -18,7 +15,6 @@ from ..records import CheckResult, Tolerance
 # CPU small enough that the temporaries stay in cache (64M floats on 2 cores: 0.21 s, 0.27 s at 4M).
 CHUNK_ELEMENTS = {"cuda": 16 * 1024 * 1024, "cpu": 1024 * 1024}
 FUSED_BLOCK = 4096  # elements a block of the fused GPU comparison reads (`FusedComparison`)
-TRITON_CACHE_KNOB = threading.Lock()  # held while the process's Triton cache dir is pointed elsewhere
 
 
 def chunk_elements(tensor: torch.Tensor) -> int:
@@ -65,13 +61,12 @@ def rel_floor(tol: Tolerance) -> float:
 class FusedComparison:
     """The comparison on one GPU as one Triton kernel (judge/fused_compare.py): both tensors read
     once, one synchronizing read (an 8.5 GB output: 6 ms against the chunks' 71 ms on an H100,
-    bench/compare_outputs.py). Triton compiles it into `compiled_in`, a directory of the build
-    cache that no worker writes (the parent loads what is there), never the user's ~/.triton.
-    Where Triton is missing, too old to be told where (no `triton.knobs`) or cannot compile it,
-    `errors` is None and the chunks compare."""
+    bench/compare_outputs.py). Triton compiles it into the process's Triton cache, which a run
+    points at its build cache (run.py). Where Triton is missing or cannot compile it, `errors` is
+    None and the chunks compare."""
 
-    def __init__(self, compiled_in: Path, device: int):
-        self.compiled_in, self.device = compiled_in, device
+    def __init__(self, device: int):
+        self.device = device
         self._lock = threading.Lock()
         self._kernel = None
         self._tried = False
@@ -115,27 +110,11 @@ class FusedComparison:
     def _launch(self, kernel, want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int]:
         blocks = -(-want.numel() // FUSED_BLOCK)
         partial = torch.empty(blocks, 4, dtype=torch.float32, device=want.device)
-        with self._compiling_into(), torch.cuda.device(want.device):  # a launch compiles a variant it has not seen
+        with torch.cuda.device(want.device):
             kernel[(blocks,)](want, got, partial, want.numel(), tol.atol, tol.rtol, rel_floor(tol), BLOCK=FUSED_BLOCK)
         max_abs, max_rel, bad, non_finite = torch.cat([partial[:, :2].amax(0).double(),
                                                        partial[:, 2:].sum(0, dtype=torch.float64)]).tolist()
         return max_abs, max_rel, int(bad), int(non_finite)
-
-    @contextlib.contextmanager
-    def _compiling_into(self) -> Iterator[None]:
-        """Triton's cache directory, which is the process's (the caller's own Triton kernels
-        keep theirs), pointed at `compiled_in` for one launch at a time."""
-        from triton import knobs
-        with TRITON_CACHE_KNOB:
-            before = knobs.cache.__dict__.get("dir")  # set by the caller's code; None: from the environment
-            knobs.cache.dir = str(self.compiled_in)
-            try:
-                yield
-            finally:
-                if before is None:
-                    del knobs.cache.dir
-                else:
-                    knobs.cache.dir = before
 
 
 def chunked_errors(want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int]:

@@ -51,7 +51,7 @@ class Lane:
         self.spare_count = spares if placement.sandbox.namespaces else 0
         self.spares: collections.deque[Worker] = collections.deque()
         self.harness_failures = 0  # harness errors judging candidates, one after another
-        self.fused = FusedComparison(cache.parent_triton, placement.gpu or 0) if config.device == "cuda" else None
+        self.fused = FusedComparison(placement.gpu or 0) if config.device == "cuda" else None
 
     def __enter__(self) -> Lane:
         return self
