@@ -5,7 +5,6 @@ Environment variables are read at the edge (the command line, the API) and come 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import platform
 import secrets
 import signal
@@ -26,6 +25,7 @@ from .errors import StoreFailed, UsageError
 from .inputs.candidates import discover_candidates
 from .inputs.problems import ProblemError, discover_problem_files, without_problem
 from .judge import verdicts
+from .judge.compare import compile_parent_kernels_into
 from .present.export import to_feedback_jsonl
 from .present.site import render_site
 from .records import (Candidate, EvalConfig, HostEnv, Limits, MachineInfo, Problem, Result, RunInfo, SandboxMode,
@@ -182,9 +182,7 @@ def open_pipeline(problems: list[Problem], candidates: list[Candidate], config: 
     cache = BuildCache(setup.build_root, toolchain(config.device, resources.gpus, setup.host, setup.sandbox.namespaces),
                        PrecompiledHeader(header_root(setup.host.cache_home)))
     if config.device == "cuda":
-        # The parent's own Triton kernel (judge/compare.py) compiles into the build cache, where no
-        # worker writes, not the user's ~/.triton; a Triton cache the caller chose stays theirs.
-        os.environ.setdefault("TRITON_CACHE_DIR", str(cache.parent_triton))
+        compile_parent_kernels_into(cache.parent_triton)
     plan = RunPlan(problems, config, run_id, cache, resources, setup.host, setup.sandbox)
     if scale.backend == "ray":
         from .schedule.ray_cluster import RayPipeline  # Ray is an optional extra

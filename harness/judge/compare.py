@@ -5,7 +5,9 @@ conv2d_square writes 8.5 GB per call)."""
 from __future__ import annotations
 
 import math
+import os
 import threading
+from pathlib import Path
 
 import torch
 
@@ -115,6 +117,14 @@ class FusedComparison:
         max_abs, max_rel, bad, non_finite = torch.cat([partial[:, :2].amax(0).double(),
                                                        partial[:, 2:].sum(0, dtype=torch.float64)]).tolist()
         return max_abs, max_rel, int(bad), int(non_finite)
+
+
+def compile_parent_kernels_into(directory: Path) -> None:
+    """Where Triton compiles in this process (the fused comparison, and whatever else it
+    compiles here): `directory`, the build cache's, where no worker writes, unless the caller
+    chose a Triton cache. Triton reads the setting from the environment as it compiles; called
+    where a GPU run starts (run.py, a Ray evaluation task), before any lane compares."""
+    os.environ.setdefault("TRITON_CACHE_DIR", str(directory))
 
 
 def chunked_errors(want: torch.Tensor, got: torch.Tensor, tol: Tolerance) -> tuple[float, float, int, int]:

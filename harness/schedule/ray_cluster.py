@@ -21,6 +21,7 @@ import ray
 from ..builds.ahead import build_ahead
 from ..builds.cache import BuildCache, BuildOutcome
 from ..judge.candidate import judged_by_build
+from ..judge.compare import compile_parent_kernels_into
 from ..records import Candidate, EvalConfig, Problem, Result, Subject
 from ..worker.parent import Placement, gpu_device_node, remove_run_scratch, stop_run
 from ..worker.sandbox import SandboxPolicy
@@ -44,6 +45,7 @@ def evaluate_task(problem: Problem, batch: list[tuple[Candidate, BuildOutcome | 
     gpu = 0 if config.device == "cuda" else None
     if gpu is not None:  # Ray set this task's CUDA_VISIBLE_DEVICES to its GPU (device 0 here): the workers see that one
         env = env | {"CUDA_VISIBLE_DEVICES": visible_gpu(gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))}
+        compile_parent_kernels_into(cache.parent_triton)  # a Ray worker's process, not the driver's
     placement = Placement(gpu=gpu, gpu_node=None if gpu is None else gpu_device_node(gpu), env=env, sandbox=sandbox)
     with Lane(config, run_id, placement, cache, {}) as lane:
         return [lane.judge(problem, candidate, outcome, later_of_problem=index < len(batch) - 1)

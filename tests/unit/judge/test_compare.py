@@ -1,5 +1,7 @@
 """Output comparison: tolerance, NaN/Inf, shapes, dtypes, several outputs."""
 
+import os
+
 import torch
 
 from harness.judge.compare import compare_forms, compare_outputs, compare_tensor
@@ -112,3 +114,24 @@ def test_a_sequence_where_the_reference_returns_one_tensor_is_no_match_and_says_
     assert not wrapped.passed and wrapped.reason == "forward returned a tuple or list of 1 tensor(s) where the reference returns one tensor"
     assert "returned one tensor where the reference returns a tuple or list" in compare_forms("sequence", "tensor", 1).reason
     assert compare_forms(None, "sequence", 1) is None  # the reference's form not known: nothing to hold it to
+
+
+def test_the_parents_triton_kernels_compile_into_the_build_cache_unless_the_caller_chose_a_cache(tmp_path, monkeypatch):
+    from harness.judge.compare import compile_parent_kernels_into
+
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    compile_parent_kernels_into(tmp_path / "parent-triton")
+    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "parent-triton")  # not ~/.triton
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "theirs"))
+    compile_parent_kernels_into(tmp_path / "parent-triton")
+    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "theirs")
+
+
+def test_the_fused_comparison_leaves_cpu_tensors_to_the_chunks():
+    from harness.judge.compare import FusedComparison
+
+    expected = torch.zeros(100)
+    assert FusedComparison(0).errors(expected, expected, TOL) is None
+    actual = expected.clone()
+    actual[7] = 1.0
+    assert compare_tensor(expected, actual, TOL, FusedComparison(0)).mismatched_elements == 1
