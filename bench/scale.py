@@ -108,7 +108,8 @@ def device_seconds(result: dict, correctness_trials: int) -> float:
         total += sum(timing["samples_ms"]) * batch / 1000
         total += timing["median_ms"] * (correctness_trials + WARMUP + PROFILED + SHAPES + 2 * batched) / 1000
         if reference:
-            verified = n * checked_calls(batch, "cuda") if batched else \
+            device = "cpu" if result.get("gpu") is None else "cuda"
+            verified = n * checked_calls(batch, device) if batched else \
                 VERIFY_EARLY * min(n, EARLY_CALLS) + VERIFY_LATE * max(0, n - EARLY_CALLS)
             total += reference["median_ms"] * (correctness_trials + RECALIBRATION * max(1, batch) + verified + SHAPES) / 1000
     elif reference and result.get("trials_passed"):

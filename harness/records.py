@@ -358,7 +358,8 @@ class Observations(BaseModel):
     log_tail: str | None = None
     elapsed_s: float = 0.0
     # Wall seconds per phase reached (load includes booting a worker when none was ready), and
-    # "exit": the worker's shutdown. Where a candidate's time went beyond its device time.
+    # "exit": killing the worker (and keeping what Triton compiled in it). Where a candidate's time
+    # went beyond its device time.
     phase_s: dict[str, float] = Field(default_factory=dict)
     build_s: float | None = None
     build_cached: bool = False

@@ -74,8 +74,9 @@ class FusedComparison:
         self._tried = False
 
     def warm(self) -> None:
-        """Load or compile it now: otherwise the first comparison of a run paid for Triton's
-        import and the kernel's load (0.9 s on an H100) inside a candidate's correctness trial."""
+        """Load or compile it now, before the lane times anything: otherwise the first comparison
+        of a run paid for Triton's import and the kernel's load (0.9 s on an H100) inside a
+        candidate's correctness trial."""
         with self._lock:
             if not self._tried:
                 self._tried = True
@@ -93,18 +94,19 @@ class FusedComparison:
             return None
         try:
             found = self._launch(self._kernel, want, got, tol)
-        except Exception:  # a variant that does not compile (an unaligned view): the chunks compare it
+        except Exception:  # a variant (an unaligned view's) that fails to compile or launch: the chunks compare it
             return None
         return None if found[3] else found
 
     def _compiled(self):
-        """The kernel, compiled in the two variants Triton specializes a length into (a multiple
-        of 16, or not), or None."""
+        """The kernel, compiled for each float it compares and the two variants Triton
+        specializes a length into (a multiple of 16, or not), or None."""
         try:
             from .fused_compare import errors_kernel
-            for elements in (FUSED_BLOCK, FUSED_BLOCK + 1):
-                zeros = torch.zeros(elements, device=self.device)
-                self._launch(errors_kernel, zeros, zeros, Tolerance(atol=0.0, rtol=0.0))
+            for dtype in (torch.float32, torch.float16, torch.bfloat16):
+                for elements in (FUSED_BLOCK, FUSED_BLOCK + 1):
+                    zeros = torch.zeros(elements, device=self.device, dtype=dtype)
+                    self._launch(errors_kernel, zeros, zeros, Tolerance(atol=0.0, rtol=0.0))
         except Exception:  # anything an import, a compiler or a driver can raise: the chunks still work
             return None
         return errors_kernel

@@ -47,6 +47,7 @@ RUN_SCRATCH_PREFIX = "harness-run-"  # a run's workers' scratch dirs are in temp
 # number a few dozen; the rest the candidate made.
 KEPT_DEPTH = 4
 KEPT_FILES = 10_000
+TRITON_CACHE_BYTES = 256 << 20  # what Triton compiled in one evaluation that is kept, at most
 LOG_TAIL_BYTES = 16_384
 LOG_HEAD_BYTES = 1_048_576
 POLL_SLICE_S = 0.1
@@ -409,20 +410,33 @@ class Worker:
 
     @property
     def compiled_triton(self) -> bool:
-        """Whether Triton compiled into this worker's own extensions dir (`keep_triton_cache`)."""
+        """Whether Triton seems to have compiled into this worker's own extensions dir (a hint,
+        looked at before the worker is killed: `keep_triton_cache` looks again after)."""
         return self.key_dir is None and (self.scratch / EXTENSIONS / TRITON_CACHE).is_dir()
 
     def keep_triton_cache(self, key_dir: Path) -> None:
         """Copy what Triton compiled at the candidate's calls in this worker's own extensions
         dir into its key dir, where the next worker given that key finds it (`start`): once,
-        the worker killed first, so nothing changes the files while they are copied. (Without
+        the worker killed first, so nothing changes the files while they are copied, bounded
+        (`copy_tree`, TRITON_CACHE_BYTES) and whole or not at all. (Without
         a copy, every evaluation of a Triton softmax compiled it again: 1.3 to 2.7 s of a warm
         run's correctness phase on an H100.) Call it holding the key's lock."""
         kept = key_dir / TRITON_CACHE
-        if not self.compiled_triton or os.path.lexists(kept):
-            return  # it compiled into the key dir itself, compiled nothing, or an earlier one is kept
-        self.kill()
-        processes.copy_tree(self.scratch / EXTENSIONS / TRITON_CACHE, kept, KEPT_DEPTH - 1, KEPT_FILES, ())
+        if self.key_dir is not None or os.path.lexists(kept):
+            return  # it compiled into the key dir itself, or an earlier one is kept
+        self.kill()  # before looking: a live worker could swap a directory for a link meanwhile
+        extensions = self.scratch / EXTENSIONS
+        if extensions.is_symlink() or not extensions.is_dir():  # the copy refuses a link only at its top
+            return
+        partial = key_dir / f".{TRITON_CACHE}.{os.getpid()}.{threading.get_ident()}"
+        try:  # only a cache: a copy that fails (a full disk) leaves none, and the next evaluation compiles again
+            processes.copy_tree(extensions / TRITON_CACHE, partial, KEPT_DEPTH - 1, KEPT_FILES, (), TRITON_CACHE_BYTES)
+            if partial.is_dir():
+                os.rename(partial, kept)
+        except OSError:
+            pass
+        finally:
+            processes.remove_tree(partial)
 
     def _send_early(self, command: Command) -> None:
         """A command that may reach the worker while it boots: one that died meanwhile is found

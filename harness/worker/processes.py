@@ -321,15 +321,17 @@ def remove_scratch(scratch: str, run_dir: str) -> None:
             pass
 
 
-def copy_tree(source: Path, target: Path, max_depth: int, max_files: int, skip: tuple[str, ...]) -> None:
+def copy_tree(source: Path, target: Path, max_depth: int, max_files: int, skip: tuple[str, ...],
+              max_bytes: int | None = None) -> None:
     """Copy the regular files and directories of a tree a dead worker wrote into `target`, with
     their times (ninja's up-to-date checks) but not their directory modes: no link (at any level,
     the top included) is followed or copied, nor a FIFO or device; none is written through; no
-    deeper than `max_depth`, no more than `max_files`; names matching a pattern in `skip` are
-    left out. Without recursion: a candidate can nest directories past Python's limit."""
+    deeper than `max_depth`, no more than `max_files`, and no file past `max_bytes` in all
+    (sizes as the files say: sparse ones are written out whole); names matching a pattern in
+    `skip` are left out. Without recursion: a candidate can nest directories past Python's limit."""
     if source.is_symlink() or not source.is_dir():
         return
-    pending, copied = [(source, target, 0)], 0
+    pending, copied, room = [(source, target, 0)], 0, [max_bytes]
     while pending:
         folder, into, depth = pending.pop()
         _fresh_dir(into)
@@ -344,7 +346,7 @@ def copy_tree(source: Path, target: Path, max_depth: int, max_files: int, skip: 
                 if depth + 1 < max_depth:
                     pending.append((Path(entry.path), into / entry.name, depth + 1))
             elif entry.is_file(follow_symlinks=False):
-                copied += _copy_file(entry.path, into / entry.name)
+                copied += _copy_file(entry.path, into / entry.name, room)
 
 
 def _is_real_dir(path: Path) -> bool:
@@ -359,16 +361,19 @@ def _fresh_dir(path: Path) -> None:
     path.chmod(0o700)  # one an earlier copy made may have kept a candidate's mode
 
 
-def _copy_file(source: str, target: Path) -> int:
-    """1 if copied: a regular file, opened without following a link, written to a new file."""
+def _copy_file(source: str, target: Path, room: list[int | None]) -> int:
+    """1 if copied: a regular file, opened without following a link, that fits the bytes left
+    (`room[0]`, None: no limit), written to a new file."""
     try:
         reading = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return 0
     with open(reading, "rb") as src:
         info = os.fstat(reading)
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(info.st_mode) or (room[0] is not None and info.st_size > room[0]):
             return 0
+        if room[0] is not None:
+            room[0] -= info.st_size
         if _is_real_dir(target):
             remove_tree(target)
         elif os.path.lexists(target):

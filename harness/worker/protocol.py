@@ -11,8 +11,8 @@ parent writes them into a second memory file of the worker's (its feed file) whi
 stopped, so that the inputs' making is no part of the call the parent's clock times.
 
 A worker's life: `job` (load the model; a warm worker waits for it already confined, torch
-imported), then any number of `trial`, `inputs`, `warmup`, `timed` and `floor` commands, then
-`exit`. On a CPU run a timed command may time several calls back to back, each on inputs of its
+imported), then any number of `trial`, `inputs`, `warmup`, `timed` and `floor` commands; the
+parent kills it when it is done with it. On a CPU run a timed command may time several calls back to back, each on inputs of its
 own (judge/timer.py says why): their inputs and outputs travel stacked, a row per call, so that
 a batch costs the same few messages' worth of descriptions whatever its size.
 """

@@ -119,7 +119,8 @@ def test_a_sequence_where_the_reference_returns_one_tensor_is_no_match_and_says_
 def test_the_parents_triton_kernels_compile_into_the_build_cache_unless_the_caller_chose_a_cache(tmp_path, monkeypatch):
     from harness.judge.compare import compile_parent_kernels_into
 
-    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", "restored after the test")
+    monkeypatch.delenv("TRITON_CACHE_DIR")
     compile_parent_kernels_into(tmp_path / "parent-triton")
     assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "parent-triton")  # not ~/.triton
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "theirs"))

@@ -28,8 +28,8 @@ def nest(root, depth):
     os.close(fd)
 
 
-def copy(source, target, max_depth=4, max_files=100, skip=("lock",)):
-    copy_tree(source, target, max_depth, max_files, skip)
+def copy(source, target, max_depth=4, max_files=100, skip=("lock",), max_bytes=None):
+    copy_tree(source, target, max_depth, max_files, skip, max_bytes)
 
 
 def test_a_builds_files_are_copied_with_their_times(tmp_path):
@@ -132,3 +132,45 @@ def test_what_triton_compiled_in_one_evaluation_is_found_by_the_next_of_the_same
             worker.keep_triton_cache(key_dir)
     assert "found" not in str(errors[0]) and "found compiled once" in str(errors[1])
     assert (key_dir / TRITON_CACHE / "0f1e" / "softmax_kernel.cubin").read_text() == "compiled once"
+
+
+def test_a_copy_keeps_to_its_byte_budget_whatever_the_files_claim_on_disk(tmp_path):
+    """A sparse file takes no room in the worker's scratch but its whole size in a copy."""
+    source = tmp_path / "triton-cache"
+    source.mkdir()
+    (source / "small.cubin").write_bytes(b"x" * 100)
+    with open(source / "sparse.bin", "wb") as sparse:
+        sparse.truncate(1 << 30)
+    copy(source, tmp_path / "kept", max_bytes=1 << 20)
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["small.cubin"]
+
+
+LINKED_EXTENSIONS = '''
+import os
+import shutil
+
+extensions = os.environ["TORCH_EXTENSIONS_DIR"]
+shutil.rmtree(extensions, ignore_errors=True)
+os.symlink({decoy!r}, extensions)  # the parent must not follow it to another key's cache
+'''
+
+
+def test_an_extensions_dir_swapped_for_a_link_keeps_nothing(tmp_path):
+    if not confine.landlock_abi() or not works(Confinement(namespaces=True, pid_namespace=True, workdir=mount_point(),
+                                                           python_path=python_path())):
+        pytest.skip("needs Landlock and user namespaces")
+    decoy = tmp_path / "other_key"
+    (decoy / TRITON_CACHE / "0f1e").mkdir(parents=True)
+    (decoy / TRITON_CACHE / "0f1e" / "their_kernel.cubin").write_text("another candidate's")
+    policy = SandboxPolicy(mode=SandboxMode.auto, landlock_abi=confine.landlock_abi(), namespaces=True,
+                           limits=Limits(host_memory=4 << 30))
+    problem = next(p for p in discover_problems(DATA / "problems") if p.id == "tiny_relu")
+    key_dir = tmp_path / "key"
+    key_dir.mkdir()
+    with Worker(Placement(sandbox=policy), role="candidate", device="cpu", timeout_s=60) as worker:
+        worker.start(worker_job("candidate", problem, EvalConfig(device="cpu")),
+                     LINKED_EXTENSIONS.format(decoy=str(decoy)), problem.source, key_dir)
+        worker.reply("load", 60)
+        assert (worker.scratch / "ext").is_symlink()
+        worker.keep_triton_cache(key_dir)
+    assert not os.path.lexists(key_dir / TRITON_CACHE)
