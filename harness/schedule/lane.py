@@ -26,11 +26,13 @@ PREPARED_REFERENCES = {"cpu": 6, "cuda": 0}
 # Harness errors judging candidates one after another that stop the run: one is a candidate
 # bringing out a bug, this many a harness that cannot go on (a sticky CUDA error in the parent).
 MAX_HARNESS_FAILURES = 3
-# Whether spares import, as they boot, what loading a reference needs (child.warm_meta), so that
-# whichever one a reference takes loads it at once: on a GPU, where references are not started
-# ahead and problems switch every few candidates (that import took 5 s of each reference's start
-# on an H200 host). Not on the CPU, where spares boot on the very cores timed, for candidates.
-REFERENCE_READY_SPARES = {"cpu": False, "cuda": True}
+# Whether spares ready, as they boot, what loading a reference needs and what a Triton kernel's
+# first launch computes (child.warm_ahead), so that whichever one takes a reference, or a Triton
+# candidate, starts at once: on a GPU, where references are not started ahead and problems
+# switch every few candidates (the reference's import took 5 s of each reference's start on an
+# H200 host, Triton's 0.6 s of a Triton softmax's first trial on an H100). Not on the CPU, where
+# spares boot on the very cores timed, for candidates (and Triton candidates are skipped).
+WARM_SPARES = {"cpu": False, "cuda": True}
 
 
 class Lane:
@@ -66,7 +68,7 @@ class Lane:
     def _boot(self) -> Worker:
         return Worker(self.placement, role="worker", device=self.config.device, timeout_s=self.config.timeout_s,
                       boot_cpus=self.boot_cpus, pace=self.pace,
-                      reference_ready=REFERENCE_READY_SPARES[self.config.device])
+                      warm_ahead=WARM_SPARES[self.config.device])
 
     def _worker(self) -> Worker | None:
         """The longest-booting spare worker that is still alive (or one booted now), the pool

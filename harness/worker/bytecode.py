@@ -109,14 +109,12 @@ def start_warming(directory: Path, env: dict[str, str], cpus: list[int] | None) 
 
 
 def warm(cpus: list[int], stamp: str) -> None:
-    """In the warmer: import what a worker imports as it boots and as it loads a reference, on the
-    cores it was given, then mark this install warmed."""
+    """In the warmer: import what a worker imports as it boots, as it loads a reference and at a
+    Triton kernel's first launch, on the cores it was given, then mark this install warmed."""
     if cpus:
         os.sched_setaffinity(0, cpus)
     from . import child
 
     child.boot_imports()
-    child.warm_meta()
-    if importlib.util.find_spec("triton") is not None:  # what a Triton candidate imports
-        import triton  # noqa: F401
+    child.warm_ahead()  # Triton's modules too, where it is installed
     Path(stamp).touch()

@@ -325,10 +325,10 @@ class Worker:
     closes it: its launcher is sent SIGCONT when that thread exits (confine.on_parent_death)."""
 
     def __init__(self, placement: Placement, *, role: str, device: str, timeout_s: float, key_dir: Path | None = None,
-                 boot_cpus: list[int] | None = None, pace: Pace = REAL_TIME, reference_ready: bool = False):
+                 boot_cpus: list[int] | None = None, pace: Pace = REAL_TIME, warm_ahead: bool = False):
         """`pace` runs the deadlines (a run that freezes its workers while it times stops their
-        clock meanwhile) and guards the start; with `reference_ready` it also imports, while it
-        boots, what loading a reference needs (child.warm_meta)."""
+        clock meanwhile) and guards the start; with `warm_ahead` it also readies, while it boots,
+        what loading a reference and a Triton kernel's first launch need (child.warm_ahead)."""
         self.timeout_s, self.gpu, self.placement, self.clock = timeout_s, placement.gpu, placement, pace.clock
         self.scratch, run_dir = _scratch_dir(role, placement.env)
         self.sees_gpu = device == "cuda" and role != "build"
@@ -370,7 +370,7 @@ class Worker:
         self._reaping = threading.Lock()  # the launcher's pid stays ours until kill() reaps it
         self.watchdog = Watchdog(self.process.pid, [self.scratch], placement.sandbox.limits, self._kill_tree) \
             if placement.sandbox.mode is not SandboxMode.off else None
-        if reference_ready:
+        if warm_ahead:
             self._send_early(Command(op="boot"))
 
     def _env(self) -> dict[str, str]:

@@ -74,8 +74,8 @@ def test_no_more_are_started_ahead_than_the_device_allows(tmp_path, fake_referen
 class FakeWorker:
     """A booted worker, without a process: what it was booted for."""
 
-    def __init__(self, placement, *, role, reference_ready=False, **kwargs):
-        self.role, self.reference_ready = role, reference_ready
+    def __init__(self, placement, *, role, warm_ahead=False, **kwargs):
+        self.role, self.warm_ahead = role, warm_ahead
         self.dead = self.discarded = False
 
     def exited(self) -> bool:
@@ -86,14 +86,14 @@ class FakeWorker:
 
 
 @pytest.mark.parametrize("device, ready", [("cuda", True), ("cpu", False)])
-def test_on_a_gpu_every_spare_boots_ready_to_load_a_reference(tmp_path, fake_references, monkeypatch, device, ready):
-    """On a GPU whichever spare a reference takes has imported what loading one needs as it
-    booted; on the CPU (references started ahead, spares booting on the timed cores) none has."""
+def test_on_a_gpu_every_spare_boots_ready_to_load_a_reference_or_launch_triton(tmp_path, fake_references, monkeypatch, device, ready):
+    """On a GPU whichever spare a reference (or a Triton candidate) takes has readied what loading
+    one needs as it booted; on the CPU (references started ahead, spares booting on the timed cores) none has."""
     monkeypatch.setattr(lane_module, "Worker", FakeWorker)
     namespaced = Placement(sandbox=SandboxPolicy(mode=SandboxMode.auto, namespaces=True, limits=default_limits()))
     with Lane(EvalConfig(device=device), "run", namespaced, BuildCache(tmp_path, TOOLCHAIN), {}, spares=2) as lane:
         taken = lane._worker()
-        assert [w.reference_ready for w in [taken, *lane.spares]] == [ready] * 3
+        assert [w.warm_ahead for w in [taken, *lane.spares]] == [ready] * 3
 
 
 def test_a_spare_that_died_booting_is_discarded_and_never_given_a_candidate(tmp_path, monkeypatch):

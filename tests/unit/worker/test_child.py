@@ -3,6 +3,8 @@ when timing inputs are made, and pinning to the cores a worker was given."""
 
 import _thread
 import concurrent.futures
+import importlib.abc
+import importlib.util
 import multiprocessing
 import os
 import subprocess
@@ -306,14 +308,62 @@ def test_any_exception_becomes_a_failure_the_parent_can_read():
     assert "could not be read" in failure(Phase.load, Unprintable()).message
 
 
-def test_a_worker_imports_the_meta_kernels_for_each_boot_command_then_takes_its_job(monkeypatch):
+def test_a_worker_readies_itself_for_each_boot_command_then_takes_its_job(monkeypatch):
     warmed = []
-    monkeypatch.setattr(child_module, "warm_meta", lambda: warmed.append(True))
+    monkeypatch.setattr(child_module, "warm_ahead", lambda: warmed.append(True))
     parent_end, child_end = multiprocessing.Pipe()
     job = WorkerJob(role="candidate", problem_path="p", device="cpu", precision="fp32", init_seed=0)
     for command in (Command(op="boot"), Command(op="boot"), Command(op="job", job=job)):
         parent_end.send_bytes(command.model_dump_json().encode())
     assert child_module.next_job(child_end).op == "job" and warmed == [True, True]
+
+
+def fake_triton(monkeypatch, key) -> list[str]:
+    """A stand-in Triton package (none is installed on the CPU machine) whose kernel key is `key`;
+    returns the names of its modules imported from then on."""
+    imported = []
+    for name in ("triton", "triton.runtime", "triton.experimental"):
+        package = types.ModuleType(name)
+        package.__path__ = []
+        monkeypatch.setitem(sys.modules, name, package)
+    cache = types.ModuleType("triton.runtime.cache")
+    cache.triton_key = key
+    monkeypatch.setitem(sys.modules, "triton.runtime.cache", cache)
+    # Imported for real below; monkeypatch takes it out again at the end.
+    monkeypatch.setitem(sys.modules, "triton.experimental.gluon", None)
+    del sys.modules["triton.experimental.gluon"]
+
+    class Loader(importlib.abc.Loader):
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            imported.append(module.__name__)
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            return importlib.util.spec_from_loader(name, Loader()) if name.startswith("triton.") else None
+
+    monkeypatch.setattr(sys, "meta_path", [Finder(), *sys.meta_path])
+    return imported
+
+
+def test_a_booting_spare_computes_tritons_kernel_key_and_imports_what_a_first_launch_does(monkeypatch):
+    """The key Triton hashes from its own code at a process's first launch is computed as a GPU
+    spare boots, with the modules that launch's specialization imports."""
+    keys = []
+    imported = fake_triton(monkeypatch, lambda: keys.append("key"))
+    monkeypatch.setattr(child_module, "warm_meta", lambda: None)
+    child_module.warm_ahead()
+    assert keys == ["key"] and imported == ["triton.experimental.gluon"]
+
+
+def test_a_triton_that_cannot_be_readied_leaves_the_boot_to_go_on(monkeypatch):
+    def broken_key():
+        raise RuntimeError("another version's layout")
+
+    fake_triton(monkeypatch, broken_key)
+    child_module.warm_triton()  # no exception: the first launch pays, as without it
 
 
 def test_timed_outputs_are_located_where_they_are_and_their_layouts_checked_after_the_read():
