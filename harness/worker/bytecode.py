@@ -28,8 +28,8 @@ from .launch import LOAD_PACKAGE
 from .sandbox import PACKAGE_DIR, private_dir, python_path
 
 # Whether these carry their own bytecode decides whether the harness keeps any: what every worker
-# imports, and what a reference's meta kernels do.
-PACKAGES = ("torch", "pydantic", "sympy")
+# imports, what a reference's meta kernels do, and what a GPU spare imports of Triton.
+PACKAGES = ("torch", "pydantic", "sympy", "triton")
 # What else the warmer's work depends on: another version of these is warmed again.
 STAMPED = ("triton", "harness.worker.child")  # a Triton candidate's import; what a worker imports
 # It imports only from the parent's import path (which holds the site directories the parent

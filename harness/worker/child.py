@@ -679,13 +679,19 @@ def warm_triton() -> None:
     """What a Triton kernel's first launch in a process computes, whether or not its compiled
     kernel is cached: the hash of Triton's own code that keys every kernel (0.43 s on an H100
     host) and the modules its argument specialization imports (0.13 s), 0.6 s of a Triton
-    softmax's first trial there. It reads Triton's files only: no CUDA, nothing written."""
+    softmax's first trial there. It reads Triton's files only: no CUDA, nothing written. Either
+    part missing (no Triton, another version's layout) leaves that part to the first launch."""
     try:
-        from triton.runtime.cache import triton_key
-
+        try:
+            from triton.runtime.cache import triton_key
+        except ImportError:
+            from triton.compiler.compiler import triton_key  # Triton 3.3 and earlier
         triton_key()  # cached for the process
-        import triton.experimental.gluon  # noqa: F401
-    except Exception:  # no Triton, or another version's layout: its first launch pays, as before
+    except Exception:
+        pass
+    try:
+        import triton.experimental.gluon.nvidia.hopper  # noqa: F401  (Triton 3.4 on)
+    except Exception:
         pass
 
 

@@ -329,9 +329,10 @@ def fake_triton(monkeypatch, key) -> list[str]:
     cache = types.ModuleType("triton.runtime.cache")
     cache.triton_key = key
     monkeypatch.setitem(sys.modules, "triton.runtime.cache", cache)
-    # Imported for real below; monkeypatch takes it out again at the end.
-    monkeypatch.setitem(sys.modules, "triton.experimental.gluon", None)
-    del sys.modules["triton.experimental.gluon"]
+    for name in ("triton.experimental.gluon", "triton.experimental.gluon.nvidia", "triton.experimental.gluon.nvidia.hopper"):
+        # Imported for real below: set and taken out again, monkeypatch removes them at the end.
+        monkeypatch.setitem(sys.modules, name, None)
+        del sys.modules[name]
 
     class Loader(importlib.abc.Loader):
         def create_module(self, spec):
@@ -342,7 +343,8 @@ def fake_triton(monkeypatch, key) -> list[str]:
 
     class Finder(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
-            return importlib.util.spec_from_loader(name, Loader()) if name.startswith("triton.") else None
+            gluon = name.startswith("triton.experimental.gluon")
+            return importlib.util.spec_from_loader(name, Loader(), is_package=True) if gluon else None
 
     monkeypatch.setattr(sys, "meta_path", [Finder(), *sys.meta_path])
     return imported
@@ -351,11 +353,24 @@ def fake_triton(monkeypatch, key) -> list[str]:
 def test_a_booting_spare_computes_tritons_kernel_key_and_imports_what_a_first_launch_does(monkeypatch):
     """The key Triton hashes from its own code at a process's first launch is computed as a GPU
     spare boots, with the modules that launch's specialization imports."""
-    keys = []
-    imported = fake_triton(monkeypatch, lambda: keys.append("key"))
-    monkeypatch.setattr(child_module, "warm_meta", lambda: None)
+    readied = []
+    imported = fake_triton(monkeypatch, lambda: readied.append("triton key"))
+    monkeypatch.setattr(child_module, "warm_meta", lambda: readied.append("meta kernels"))
     child_module.warm_ahead()
-    assert keys == ["key"] and imported == ["triton.experimental.gluon"]
+    assert readied == ["meta kernels", "triton key"]
+    assert imported[-1] == "triton.experimental.gluon.nvidia.hopper"
+
+
+def test_a_triton_keyed_where_older_versions_keep_the_key_is_readied_too(monkeypatch):
+    readied = []
+    fake_triton(monkeypatch, lambda: readied.append("triton key"))
+    monkeypatch.delitem(sys.modules, "triton.runtime.cache")  # Triton 3.3 and earlier: no key there
+    compiler = types.ModuleType("triton.compiler.compiler")
+    compiler.triton_key = lambda: readied.append("older triton key")
+    monkeypatch.setitem(sys.modules, "triton.compiler", types.ModuleType("triton.compiler"))
+    monkeypatch.setitem(sys.modules, "triton.compiler.compiler", compiler)
+    child_module.warm_triton()
+    assert readied == ["older triton key"]
 
 
 def test_a_triton_that_cannot_be_readied_leaves_the_boot_to_go_on(monkeypatch):
