@@ -23,6 +23,7 @@ import stat
 import sys
 import traceback
 import types
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import get_args
 
@@ -695,11 +696,14 @@ def warm_triton() -> None:
         pass
 
 
-def warm_ahead() -> None:
-    """What a GPU lane's spare does as it boots (the `boot` command): ready to load a reference,
-    or a Triton candidate, at once."""
+def warm_ahead(job_waiting: Callable[[], bool]) -> None:
+    """What a GPU lane's spare does as it boots (the `boot` command): ready to load a reference
+    at once and, unless its job has come meanwhile, a Triton kernel's first launch. A run's first
+    workers get their jobs while booting, the first reference's among them, which every
+    candidate of the lane waits for: Triton's part would only delay it."""
     warm_meta()
-    warm_triton()
+    if not job_waiting():
+        warm_triton()
 
 
 def boot_imports() -> None:
@@ -714,7 +718,7 @@ def next_job(conn: Connection) -> Command:
     """The job command, after the boot commands sent ahead of it."""
     command = Command.model_validate_json(conn.recv_bytes())
     while command.op == "boot":
-        warm_ahead()
+        warm_ahead(lambda: conn.poll(0))
         command = Command.model_validate_json(conn.recv_bytes())
     return command
 

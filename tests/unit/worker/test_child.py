@@ -310,7 +310,7 @@ def test_any_exception_becomes_a_failure_the_parent_can_read():
 
 def test_a_worker_readies_itself_for_each_boot_command_then_takes_its_job(monkeypatch):
     warmed = []
-    monkeypatch.setattr(child_module, "warm_ahead", lambda: warmed.append(True))
+    monkeypatch.setattr(child_module, "warm_ahead", lambda job_waiting: warmed.append(True))
     parent_end, child_end = multiprocessing.Pipe()
     job = WorkerJob(role="candidate", problem_path="p", device="cpu", precision="fp32", init_seed=0)
     for command in (Command(op="boot"), Command(op="boot"), Command(op="job", job=job)):
@@ -356,9 +356,27 @@ def test_a_booting_spare_computes_tritons_kernel_key_and_imports_what_a_first_la
     readied = []
     imported = fake_triton(monkeypatch, lambda: readied.append("triton key"))
     monkeypatch.setattr(child_module, "warm_meta", lambda: readied.append("meta kernels"))
-    child_module.warm_ahead()
+    child_module.warm_ahead(lambda: False)
     assert readied == ["meta kernels", "triton key"]
     assert imported[-1] == "triton.experimental.gluon.nvidia.hopper"
+
+
+@pytest.mark.parametrize("job_sent", [False, True])
+def test_a_spare_whose_job_came_while_it_booted_leaves_triton_to_the_first_launch(monkeypatch, job_sent):
+    """A run's first workers (the first reference's) get their jobs while booting: they are not
+    kept from them by Triton's part of the boot."""
+    readied = []
+    fake_triton(monkeypatch, lambda: readied.append("triton key"))
+    monkeypatch.setattr(child_module, "warm_meta", lambda: readied.append("meta kernels"))
+    parent_end, child_end = multiprocessing.Pipe()
+    job = WorkerJob(role="reference", problem_path="p", device="cuda", precision="fp32", init_seed=0)
+    commands = [Command(op="boot")] + ([Command(op="job", job=job)] if job_sent else [])
+    for command in commands:
+        parent_end.send_bytes(command.model_dump_json().encode())
+    if not job_sent:  # sent once the boot is done: the worker would wait for it
+        threading.Timer(0.5, lambda: parent_end.send_bytes(Command(op="job", job=job).model_dump_json().encode())).start()
+    assert child_module.next_job(child_end).op == "job"
+    assert readied == (["meta kernels"] if job_sent else ["meta kernels", "triton key"])
 
 
 def test_a_triton_keyed_where_older_versions_keep_the_key_is_readied_too(monkeypatch):
