@@ -26,12 +26,13 @@ PREPARED_REFERENCES = {"cpu": 6, "cuda": 0}
 # Harness errors judging candidates one after another that stop the run: one is a candidate
 # bringing out a bug, this many a harness that cannot go on (a sticky CUDA error in the parent).
 MAX_HARNESS_FAILURES = 3
-# Whether spares ready, as they boot, what loading a reference needs and what a Triton kernel's
-# first launch computes (child.warm_ahead), so that whichever one takes a reference, or a Triton
-# candidate, starts at once: on a GPU, where references are not started ahead and problems
-# switch every few candidates (the reference's import took 5 s of each reference's start on an
-# H200 host, Triton's 0.6 s of a Triton softmax's first trial on an H100). Not on the CPU, where
-# spares boot on the very cores timed, for candidates (and Triton candidates are skipped).
+# Whether spares ready, as they boot, what loading a reference needs and (unless their job has
+# come by then) what a Triton kernel's first launch computes (child.warm_ahead), so that
+# whichever one takes a reference, or a Triton candidate, starts at once: on a GPU, where
+# references are not started ahead and problems switch every few candidates (the reference's
+# import took 5 s of each reference's start on an H200 host, Triton's 0.6 s of a Triton
+# softmax's first trial on an H100). Not on the CPU, where spares boot on the very cores timed,
+# for candidates (and Triton candidates are skipped).
 WARM_SPARES = {"cpu": False, "cuda": True}
 
 

@@ -328,7 +328,8 @@ class Worker:
                  boot_cpus: list[int] | None = None, pace: Pace = REAL_TIME, warm_ahead: bool = False):
         """`pace` runs the deadlines (a run that freezes its workers while it times stops their
         clock meanwhile) and guards the start; with `warm_ahead` it also readies, while it boots,
-        what loading a reference and a Triton kernel's first launch need (child.warm_ahead)."""
+        what loading a reference needs and, unless its job has come by then, what a Triton
+        kernel's first launch computes (child.warm_ahead)."""
         self.timeout_s, self.gpu, self.placement, self.clock = timeout_s, placement.gpu, placement, pace.clock
         self.scratch, run_dir = _scratch_dir(role, placement.env)
         self.sees_gpu = device == "cuda" and role != "build"

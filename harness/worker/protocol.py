@@ -116,7 +116,7 @@ class Command(BaseModel):
     op: Literal["boot", "job", "trial", "inputs", "warmup", "timed", "commit", "release", "profile", "settle", "floor",
                 "math"]
     job: WorkerJob | None = None  # job: what to load
-    # boot (before the job, no reply): import what loading a reference needs while booting
+    # boot (before the job, no reply): ready what loading a reference (and a Triton launch) needs while booting
     seed: int = 0  # trial, floor: the inputs are the problem's get_inputs() after this seed
     # timed, warmup's last call (CPU): the inputs, in the worker's feed file, each stacked: a row per call
     fed: list[TensorRef] | None = None

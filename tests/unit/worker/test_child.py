@@ -373,10 +373,19 @@ def test_a_spare_whose_job_came_while_it_booted_leaves_triton_to_the_first_launc
     commands = [Command(op="boot")] + ([Command(op="job", job=job)] if job_sent else [])
     for command in commands:
         parent_end.send_bytes(command.model_dump_json().encode())
-    if not job_sent:  # sent once the boot is done: the worker would wait for it
-        threading.Timer(0.5, lambda: parent_end.send_bytes(Command(op="job", job=job).model_dump_json().encode())).start()
-    assert child_module.next_job(child_end).op == "job"
-    assert readied == (["meta kernels"] if job_sent else ["meta kernels", "triton key"])
+    # Otherwise sent once the boot is done: the worker waits for it.
+    later = threading.Timer(0.5, lambda: parent_end.send_bytes(Command(op="job", job=job).model_dump_json().encode()))
+    if not job_sent:
+        later.start()
+    try:
+        assert child_module.next_job(child_end).op == "job"
+        assert readied == (["meta kernels"] if job_sent else ["meta kernels", "triton key"])
+    finally:
+        later.cancel()
+        if later.is_alive():
+            later.join()
+        parent_end.close()
+        child_end.close()
 
 
 def test_a_triton_keyed_where_older_versions_keep_the_key_is_readied_too(monkeypatch):
