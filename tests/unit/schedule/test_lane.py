@@ -96,6 +96,19 @@ def test_on_a_gpu_every_spare_boots_ready_to_load_a_reference_or_launch_triton(t
         assert [w.warm_ahead for w in [taken, *lane.spares]] == [ready] * 3
 
 
+def test_a_lane_starts_by_booting_its_spares_and_readies_its_comparison_while_they_boot(tmp_path, monkeypatch):
+    """The comparison kernel's load in the parent (1 s on an H100) overlaps the first workers' boot
+    instead of coming before it; the first reference then takes a spare already booting."""
+    monkeypatch.setattr(lane_module, "Worker", FakeWorker)
+    namespaced = Placement(sandbox=SandboxPolicy(mode=SandboxMode.auto, namespaces=True, limits=default_limits()))
+    with Lane(EvalConfig(device="cuda"), "run", namespaced, BuildCache(tmp_path, TOOLCHAIN), {}, spares=2) as lane:
+        booted_when_warmed = []
+        monkeypatch.setattr(lane.fused, "warm", lambda: booted_when_warmed.append(list(lane.spares)))
+        lane.start()
+        assert len(booted_when_warmed) == 1 and len(booted_when_warmed[0]) == 2
+        assert lane._worker() is booted_when_warmed[0][0] and len(lane.spares) == 2
+
+
 def test_a_spare_that_died_booting_is_discarded_and_never_given_a_candidate(tmp_path, monkeypatch):
     monkeypatch.setattr(lane_module, "Worker", FakeWorker)
     namespaced = Placement(sandbox=SandboxPolicy(mode=SandboxMode.auto, namespaces=True, limits=default_limits()))
