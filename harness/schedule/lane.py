@@ -37,7 +37,8 @@ WARM_SPARES = {"cpu": False, "cuda": True}
 
 
 class Lane:
-    """Use as a context manager: leaving it closes the reference worker it holds."""
+    """Use as a context manager: entering it boots the spares, leaving it closes them and the
+    reference worker it holds."""
 
     def __init__(self, config: EvalConfig, run_id: str, placement: Placement, cache: BuildCache,
                  reference_failures: dict[str, str], quiet: Quiet = no_quiet, boot_cpus: list[int] | None = None,
@@ -57,6 +58,15 @@ class Lane:
         self.fused = FusedComparison(placement.gpu or 0) if config.device == "cuda" else None
 
     def __enter__(self) -> Lane:
+        """Boot the spares first, so that loading the fused comparison in this process (about 1 s
+        on an H100) overlaps their boot; it still comes before the lane times anything."""
+        try:
+            self._top_up()
+            if self.fused is not None:
+                self.fused.warm()
+        except BaseException:  # a boot refused (a stopping run): close those already booted
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -65,15 +75,6 @@ class Lane:
             reference.close()
         while self.spares:
             self.spares.popleft().close()  # never given a job: nothing of a candidate's to wind down
-
-    def start(self) -> None:
-        """Boot the spares, then ready the fused comparison while they boot: its load in this
-        process (Triton's import, the kernel's six variants: 1.0 s on an H100) came before the
-        run's first worker was spawned, and so before its boot (3.5 s), which it now overlaps.
-        It still comes before the lane times anything."""
-        self._top_up()
-        if self.fused is not None:
-            self.fused.warm()
 
     def _boot(self) -> Worker:
         return Worker(self.placement, role="worker", device=self.config.device, timeout_s=self.config.timeout_s,

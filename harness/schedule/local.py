@@ -299,7 +299,6 @@ class Pipeline:
             os.sched_setaffinity(0, driver)
         with Lane(plan.config, plan.run_id, placement, plan.cache, self._reference_failures,
                   self.gate.quiet, plan.resources.build_cpus, self.gate, plan.resources.spares) as judge:
-            judge.start()
             while (item := self._next(lane, judge)) is not None:
                 candidate, outcome = item
                 result = judge.judge(plan.problems[candidate.problem_id], candidate, outcome,

@@ -10,7 +10,7 @@ from harness.judge.reference import ReferenceFailed
 from harness.records import Candidate, EvalConfig, Problem, Status
 from harness.schedule import lane as lane_module
 from harness.schedule.lane import MAX_HARNESS_FAILURES, PREPARED_REFERENCES, Lane
-from harness.worker.parent import ConfinementFailed, Placement
+from harness.worker.parent import ConfinementFailed, Placement, RunStopped
 from harness.worker.sandbox import SandboxMode, SandboxPolicy, default_limits
 from tests.unit.builds.test_cache import TOOLCHAIN
 
@@ -96,17 +96,38 @@ def test_on_a_gpu_every_spare_boots_ready_to_load_a_reference_or_launch_triton(t
         assert [w.warm_ahead for w in [taken, *lane.spares]] == [ready] * 3
 
 
-def test_a_lane_starts_by_booting_its_spares_and_readies_its_comparison_while_they_boot(tmp_path, monkeypatch):
+def test_a_lane_boots_its_spares_as_it_opens_and_readies_its_comparison_while_they_boot(tmp_path, monkeypatch):
     """The comparison kernel's load in the parent (1 s on an H100) overlaps the first workers' boot
     instead of coming before it; the first reference then takes a spare already booting."""
     monkeypatch.setattr(lane_module, "Worker", FakeWorker)
     namespaced = Placement(sandbox=SandboxPolicy(mode=SandboxMode.auto, namespaces=True, limits=default_limits()))
-    with Lane(EvalConfig(device="cuda"), "run", namespaced, BuildCache(tmp_path, TOOLCHAIN), {}, spares=2) as lane:
-        booted_when_warmed = []
-        monkeypatch.setattr(lane.fused, "warm", lambda: booted_when_warmed.append(list(lane.spares)))
-        lane.start()
+    lane = Lane(EvalConfig(device="cuda"), "run", namespaced, BuildCache(tmp_path, TOOLCHAIN), {}, spares=2)
+    booted_when_warmed = []
+    monkeypatch.setattr(lane.fused, "warm", lambda: booted_when_warmed.append(list(lane.spares)))
+    with lane:
         assert len(booted_when_warmed) == 1 and len(booted_when_warmed[0]) == 2
-        assert lane._worker() is booted_when_warmed[0][0] and len(lane.spares) == 2
+        taken, left = booted_when_warmed[0]
+        assert lane._worker() is taken and len(lane.spares) == 2
+    assert left.discarded and not taken.discarded  # the one taken is its user's to close
+
+
+def test_a_lane_whose_spares_cannot_boot_closes_those_that_did(tmp_path, monkeypatch):
+    """A stopping run refuses boots: the lane does not open, and leaves no worker behind."""
+    booted = []
+
+    class RefusedAfterOne(FakeWorker):
+        def __init__(self, *args, **kwargs):
+            if booted:
+                raise RunStopped()
+            super().__init__(*args, **kwargs)
+            booted.append(self)
+
+    monkeypatch.setattr(lane_module, "Worker", RefusedAfterOne)
+    namespaced = Placement(sandbox=SandboxPolicy(mode=SandboxMode.auto, namespaces=True, limits=default_limits()))
+    with pytest.raises(RunStopped):
+        with Lane(EvalConfig(device="cuda"), "run", namespaced, BuildCache(tmp_path, TOOLCHAIN), {}, spares=2):
+            pass
+    assert len(booted) == 1 and booted[0].discarded
 
 
 def test_a_spare_that_died_booting_is_discarded_and_never_given_a_candidate(tmp_path, monkeypatch):
