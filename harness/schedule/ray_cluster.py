@@ -73,8 +73,11 @@ class RayPipeline:
         """Idempotent: an Evaluator's close stops it, then the stream it cut short does again."""
         self._stopped.set()
         inflight, self._inflight = self._inflight, []
-        if ray.is_initialized():
-            for ref in inflight:
+        if ray.is_initialized() and inflight:
+            # Only tasks not finished: force-cancelling one whose reply is arriving crashes this
+            # process in Ray 2.60 ("Tried to complete task that was not pending", exit 1).
+            _, unfinished = ray.wait(inflight, num_returns=len(inflight), timeout=0)
+            for ref in unfinished:
                 ray.cancel(ref, force=True)
         stop_run(self.plan.token)  # this node's workers; other nodes' die with their tasks (and clean up)
         remove_run_scratch(self.plan.token)
@@ -112,6 +115,7 @@ class RayPipeline:
             if not ready:
                 continue
             [done] = ready
+            self._inflight = [ref for ref in self._inflight if ref != done]  # a new list: stop() may hold the old
             if done in builds:
                 candidate = builds.pop(done)
                 self.active.leave(candidate.rel_path)
