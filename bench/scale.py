@@ -126,23 +126,28 @@ def quantiles(values: list[float]) -> dict:
             "max": round(ordered[-1], 3)}
 
 
+def in_worker(results: list[dict]) -> dict[str, list[dict]]:
+    """The evaluations run in a worker (they record phases), split by whether they reached timing.
+    A verdict decided without a worker (a compile error: 0 s) is in neither: counted with the
+    failures, it pulled their quantiles down (the median to 0 s where most failures were compile errors)."""
+    ran = [r for r in results if r.get("phase_s")]
+    return {"reached_timing": [r for r in ran if r.get("timing")],
+            "failed_in_worker": [r for r in ran if not r.get("timing")]}
+
+
 def overhead_per_candidate(results: list[dict], correctness_trials: int) -> dict:
     """The distribution of each evaluation's wall time beyond its device time, for candidates that
-    reached timing and for those that failed before it."""
-    timed, failed = [], []
-    for r in results:
-        (timed if r.get("timing") else failed).append(r["elapsed_s"] - device_seconds(r, correctness_trials))
-    return {"reached_timing": quantiles(timed), "failed_before_timing": quantiles(failed)}
+    reached timing and for those that failed in a worker before it."""
+    return {group: quantiles([r["elapsed_s"] - device_seconds(r, correctness_trials) for r in rows])
+            for group, rows in in_worker(results).items()}
 
 
 def phase_medians(results: list[dict]) -> dict:
     """Where the evaluations' time went: per phase, the median wall seconds of the candidates
-    that reached timing and of those that failed before it (over those that entered the phase)."""
-    split = {"reached_timing": [r for r in results if r.get("timing")],
-             "failed_before_timing": [r for r in results if not r.get("timing") and r.get("phase_s")]}
+    that reached timing and of those that failed in a worker (over those that entered the phase)."""
     return {group: {phase: round(statistics.median(r["phase_s"][phase] for r in rows if phase in r["phase_s"]), 3)
                     for phase in dict.fromkeys(p for r in rows for p in r["phase_s"])}
-            for group, rows in split.items()}
+            for group, rows in in_worker(results).items()}
 
 
 def median_agreement(a: dict, b: dict) -> dict:
