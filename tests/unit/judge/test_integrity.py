@@ -3,7 +3,7 @@ differently when profiled, and changing the inputs."""
 
 import torch
 
-from harness.judge.integrity import (FALLBACK_SHARE, fallback_evidence, hidden_operator_evidence, mutated_inputs, op_name,
+from harness.judge.integrity import (FALLBACK_SHARE, family_of, fallback_evidence, hidden_operator_evidence, mutated_inputs, op_name,
                                      outputs_shared,
                                      profiled_too_slow)
 from harness.judge.timer import Timed
@@ -55,6 +55,43 @@ def test_source_that_hides_operators_from_the_profiler_counts_as_falling_back():
     # a Python comment: at::native::addmm
     """
     assert hidden_operator_evidence(honest, relu) == []
+
+
+def test_library_operators_are_known_by_family_under_any_of_their_names():
+    """A red team's disguises (2026-12-04): the reference's matmul as tensordot, addbmm or inner,
+    its MSE as mse_loss or dist, its smooth L1 loss as huber_loss, a softmax's logsumexp."""
+    families = {"tensordot": "matrix multiply", "addbmm": "matrix multiply", "inner": "matrix multiply",
+                "bilinear": "matrix multiply", "int_mm": "matrix multiply", "mse_loss": "loss", "huber_loss": "loss",
+                "smooth_l1_loss": "loss", "nll_loss2d": "loss", "binary_cross_entropy_with_logits": "loss",
+                "dist": "loss", "cdist": "loss", "logsumexp": "softmax", "log_softmax": "softmax",
+                "upsample_bilinear2d": "interpolation", "cudnn_convolution": "convolution",
+                "conv_transpose2d": "convolution", "native_layer_norm": "normalization",
+                "max_pool2d_with_indices": "pooling", "lstm": "recurrent"}
+    assert {name: family_of(name) for name in families} == families
+    for elementwise_or_reduction in ("relu", "add", "mul", "sum", "mean", "div", "amax", "exp", "gelu", "where",
+                                     "cumsum", "argmax", "gather", "linalg_vector_norm"):
+        assert family_of(elementwise_or_reduction) is None, elementwise_or_reduction
+
+
+def test_switching_recording_off_from_python_or_redispatching_by_name_counts_as_falling_back():
+    relu = Profile(ops=["aten::relu", "aten::clamp_min"], top_op_ms={"aten::relu": 0.01})
+    for hidden in ("torch._C._autograd._enable_record_function(False)", "torch._C._autograd._clear_callbacks()",
+                   "from torch.autograd.profiler import _disable_profiler", 'getattr(op, "redispatch")(keys, x)'):
+        assert hidden_operator_evidence(hidden, relu), hidden
+    assert hidden_operator_evidence("with torch.autograd.profiler.record_function('mine'): y = my_ext.relu(x)",
+                                    relu) == []
+
+
+def test_no_code_of_its_own_and_no_computing_operator_at_the_references_speed_is_hidden_compute():
+    """A relu redispatched below the profiler's recording, through a name no source check reads."""
+    relu = Profile(ops=["aten::relu", "aten::clamp_min"], top_op_ms={"aten::relu": 0.04})
+    nothing_seen = Profile(ops=["aten::empty_like"], top_op_ms={"aten::empty_like": 0.001}, elapsed_ms=0.1)
+    evidence = fallback_evidence(relu, nothing_seen, 0.05, 0.045, own_code=False)
+    assert evidence and "hidden from the profiler" in evidence[-1]
+    assert fallback_evidence(relu, nothing_seen, 0.5, 0.045, own_code=False) == []  # interpreter-slow: Python of its own
+    assert fallback_evidence(relu, nothing_seen, 0.05, 0.045, own_code=True) == []  # an extension's own work
+    elementwise = Profile(ops=["aten::mul", "aten::gt"], top_op_ms={"aten::mul": 0.02, "aten::gt": 0.02}, elapsed_ms=0.1)
+    assert fallback_evidence(relu, elementwise, 0.05, 0.045, own_code=False) == []  # re-spelled: no fallback
 
 
 def test_library_compute_of_another_family_counts_when_it_takes_most_of_the_time():
