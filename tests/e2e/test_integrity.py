@@ -51,6 +51,9 @@ EXPECTED = {
     "tiny_relu/busy_once.py": ("ok", None),  # slow profiled calls get a second look
     "tiny_linear/matmul_as_conv.py": ("rejected", "reference_fallback"),
     "tiny_linear/hidden_addmm.py": ("rejected", "reference_fallback"),  # its operators hidden from the profiler
+    "tiny_linear/record_off_linear.py": ("rejected", "reference_fallback"),  # recording off, from Python
+    "tiny_relu/redispatch_relu.py": ("rejected", "reference_fallback"),  # no operator recorded, no code of its own
+    "tiny_linear/lib_tensordot.py": ("rejected", "reference_fallback"),  # a matmul under another name
     "tiny_relu/glue_ops.py": ("ok", None),
 }
 
@@ -89,6 +92,8 @@ def test_rejections_say_why_in_one_line(judged):
     assert "on checked timed call" in judged["tiny_relu/mutates_timed_inputs.py"]["error"]
     assert "operator recording off (RecordFunctionGuard)" in judged["tiny_linear/hidden_addmm.py"]["error"]
     assert "in the same memory on different calls" in judged["tiny_relu/static_out.py"]["error"]
+    assert "hidden from the profiler" in judged["tiny_relu/redispatch_relu.py"]["error"]
+    assert "(_enable_record_function)" in judged["tiny_linear/record_off_linear.py"]["error"]
 
 
 def timed_ms(result):
