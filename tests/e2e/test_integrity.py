@@ -239,6 +239,62 @@ def test_inputs_changed_as_the_reference_changes_them_are_no_mutation(tmp_path):
     assert result["status"] == "ok", result["error"]
 
 
+def test_output_memory_made_ready_off_the_clock_gains_nothing(tmp_path):
+    """A 32 MB relu: one candidate returns buffers a thread of its own zeroed between calls (the
+    faults and zeroing a fresh output costs, done off the clock), the other fresh outputs. A
+    freed output's memory serves the next call's in every evaluation worker, so both cost the
+    same (the pool had scored 1.1x to 1.4x against the honest 0.33x to 0.83x, 2026-12-04)."""
+    write(tmp_path / "problems", "", "mid_relu.py", """
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.relu(x)
+        def get_inputs():
+            return [torch.randn(2048, 4096)]
+        def get_init_inputs():
+            return []
+        """)
+    write(tmp_path / "c", "mid_relu", "fresh.py", """
+        import torch
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return torch.clamp(x, min=0.0)
+        """)
+    write(tmp_path / "c", "mid_relu", "ready_pool.py", """
+        import threading, time
+        import torch
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.shape, self.pool, self.last, self.lock = None, [], 0.0, threading.Lock()
+                threading.Thread(target=self.refill, daemon=True).start()
+            def refill(self):
+                while True:
+                    time.sleep(0.002)
+                    if self.shape is None or time.monotonic() - self.last < 0.004 or len(self.pool) >= 4:
+                        continue
+                    ready = torch.empty(self.shape).zero_()
+                    with self.lock:
+                        self.pool.append(ready)
+            def forward(self, x):
+                self.shape = x.shape
+                with self.lock:
+                    out = self.pool.pop() if self.pool else torch.empty_like(x)
+                result = torch.clamp(x, min=0.0, out=out)
+                self.last = time.monotonic()
+                return result
+        """)
+    assert main(["eval", str(tmp_path / "c"), "--problems", str(tmp_path / "problems"), "--out", str(tmp_path / "out"),
+                 "--device", "cpu", "--db", str(tmp_path / "h.db"), "--build-dir", str(tmp_path / "build")]) == 0
+    results = {r["candidate"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
+    assert {name: r["status"] for name, r in results.items()} == {"mid_relu/fresh.py": "ok", "mid_relu/ready_pool.py": "ok"}
+    fresh, ready = timed_ms(results["mid_relu/fresh.py"]), timed_ms(results["mid_relu/ready_pool.py"])
+    assert ready >= 0.7 * fresh, (ready, fresh)  # noise between two workers: 0.80 to 1.2 seen; the pool had 0.3 to 0.58
+
+
 def test_side_effects_change_nothing_recorded(tmp_path):
     """Without a sandbox (--sandbox off): rewriting the problem file, writing to the results
     database, and leaving an escaped process behind change no other candidate's verdict, and the
