@@ -473,7 +473,8 @@ class CandidateRun:
         self._note_provenance(timed.profiles[0] if timed.profiles else None, median)
         for profile in timed.profiles:
             found = fallback_evidence(self.reference.profile, profile, median, self.reference.timing.median_ms,
-                                      own_code=self.candidate.kind is not CandidateKind.python)
+                                      own_code=self.candidate.kind is not CandidateKind.python,
+                                      degenerate=Flag.degenerate_problem in self.observed.flags)
             evidence += [e for e in found if e not in evidence]
         return verdicts.of_fallback(evidence)
 

@@ -170,7 +170,7 @@ def fallback_threshold(reference: Profile | None, reference_call_ms: float) -> f
 
 
 def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: float = 0.0,
-                      reference_call_ms: float = 0.0, own_code: bool = True) -> list[str]:
+                      reference_call_ms: float = 0.0, own_code: bool = True, degenerate: bool = False) -> list[str]:
     """Why the candidate's forward counts as computing with PyTorch: most of its time (more than
     fallback_threshold) goes to the reference's own operators or their library equivalents, or
     to library compute of any family; or it launches the reference's own device kernels. Empty
@@ -180,7 +180,8 @@ def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: fl
     microseconds half of a call: a renamed matmul measured at 37% to 100% of a 0.058 ms call,
     against a threshold of 36%), beyond it Python of its own; and not at all where every operator
     it computes with is counted. Without `own_code` and with no computing operator at all, it is
-    a fallback unless far slower than the reference (HIDDEN_SPEED_FACTOR)."""
+    a fallback unless far slower than the reference (HIDDEN_SPEED_FACTOR), or the problem is
+    `degenerate` (an all-zeros or constant answer passes: nothing needs computing)."""
     reference_ops = compute_ops(reference) if reference else set()
     families = {f for f in map(family_of, reference_ops) if f}
 
@@ -205,7 +206,7 @@ def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: fl
         kinds = ", ".join(sorted({family_of(op) for op in used}))
         evidence.append(f"{library:.0%} of its time is library {kinds} (more than {threshold:.0%} counts as "
                         "computing with PyTorch)")
-    if not own_code and not computing and reference_ops and not candidate.kernels and \
+    if not own_code and not degenerate and not computing and reference_ops and not candidate.kernels and \
             0 < call_ms < HIDDEN_SPEED_FACTOR * reference_call_ms:
         evidence.append(f"no operator the profiler recorded computes its outputs and it has no code of its own, "
                         f"yet it runs at {reference_call_ms / call_ms:.2f}x the reference: what computes is hidden "

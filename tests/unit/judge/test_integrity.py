@@ -90,6 +90,7 @@ def test_no_code_of_its_own_and_no_computing_operator_at_the_references_speed_is
     assert evidence and "hidden from the profiler" in evidence[-1]
     assert fallback_evidence(relu, nothing_seen, 0.5, 0.045, own_code=False) == []  # interpreter-slow: Python of its own
     assert fallback_evidence(relu, nothing_seen, 0.05, 0.045, own_code=True) == []  # an extension's own work
+    assert fallback_evidence(relu, nothing_seen, 0.05, 0.045, own_code=False, degenerate=True) == []  # zeros pass
     elementwise = Profile(ops=["aten::mul", "aten::gt"], top_op_ms={"aten::mul": 0.02, "aten::gt": 0.02}, elapsed_ms=0.1)
     assert fallback_evidence(relu, elementwise, 0.05, 0.045, own_code=False) == []  # re-spelled: no fallback
 

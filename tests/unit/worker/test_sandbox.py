@@ -90,6 +90,7 @@ def test_a_worker_with_a_dev_of_its_own_names_its_gpu_as_the_only_one():
     def env(visible: str, dev: list[str] | None) -> str:
         worker = Worker.__new__(Worker)  # only its environment is made
         worker.placement, worker.key_dir = Placement(gpu=1, env={"CUDA_VISIBLE_DEVICES": visible}), None
+        worker.reuses_memory = False  # a GPU run's
         worker.confinement = Confinement(scratch="/s", workdir="/s", dev=dev)
         return worker._env()["CUDA_VISIBLE_DEVICES"]
 
