@@ -62,8 +62,8 @@ JITTER_MS = {"cuda": 0.1, "cpu": 2.0}
 # twice the reference's, and never fewer than a composed candidate names (a layernorm written as
 # PyTorch operators names about a dozen).
 COUNTED_OPERATORS = 64
-# A CPU candidate with no code of its own (no extension, no Triton) and no computing operator in
-# its profile, where the reference has some, computes with operators the profiler did not see
+# A CPU candidate with no code of its own (no extension, no Triton) and no computing operator on
+# more than scalars in its profile, where the reference has some, computes with operators the profiler did not see
 # (a red team's relu redispatched below the recorded call through a name built at run time,
 # 2026-12-04) or in the interpreter, which is far slower than this many reference calls.
 HIDDEN_SPEED_FACTOR = 2.0
@@ -91,20 +91,30 @@ def compute_ops(profile: Profile) -> set[str]:
     return {op_name(op) for op in profile.ops} - GLUE_OPS
 
 
+def data_ops(profile: Profile) -> set[str]:
+    """compute_ops, less those whose every outermost call was on scalars (child.on_scalars)."""
+    scalar_only = {op for op, ms in profile.scalar_op_ms.items() if ms >= profile.top_op_ms.get(op, 0.0)}
+    return compute_ops(profile) - {op_name(op) for op in scalar_only}
+
+
 def time_share(profile: Profile, counts, call_ms: float, interpreter_ms: float = 0.0) -> tuple[float, set[str]]:
     """The share of a call's time spent in operators `counts(name)` accepts, and their names. On a
     GPU: the device time of the kernels they launched, over all kernels' device time. On the CPU:
     the time of the outermost such operators, over a call's unprofiled median (`call_ms`; the
     profiler slows a call by more than its operators take when they take microseconds) less the
-    time in glue operators (views, copies, allocations: neither the candidate's work nor a
-    library's), where up to `interpreter_ms` of the time outside operators is not counted."""
+    time in glue operators (views, copies, allocations) and in operators on scalars (a sum divided
+    by its count): neither the candidate's work nor a library's; up to `interpreter_ms` of the
+    time outside operators is not counted. An honest C++ MSE that divided its sum with PyTorch was
+    a fallback in two runs of three on a 0.02 ms problem, its `div` 68% of the call (2026-12-04)."""
     if profile.kernels:
         total = sum(k.device_ms for k in profile.kernels)
         spent = [(k.device_ms, op_name(k.operator)) for k in profile.kernels
                  if k.operator and counts(op_name(k.operator))]
     else:
-        spent = [(ms, op_name(op)) for op, ms in profile.top_op_ms.items() if counts(op_name(op))]
-        glue = sum(ms for op, ms in profile.top_op_ms.items() if op_name(op) in GLUE_OPS)
+        scalar = {op: min(ms, profile.scalar_op_ms.get(op, 0.0)) for op, ms in profile.top_op_ms.items()}
+        spent = [(ms - scalar[op], op_name(op)) for op, ms in profile.top_op_ms.items()
+                 if ms > scalar[op] and counts(op_name(op))]
+        glue = sum(ms if op_name(op) in GLUE_OPS else scalar[op] for op, ms in profile.top_op_ms.items())
         operators = sum(profile.top_op_ms.values()) - glue
         call = min(call_ms, profile.elapsed_ms) if call_ms > 0 else profile.elapsed_ms
         total = operators + max(0.0, call - glue - operators - interpreter_ms)
@@ -179,7 +189,8 @@ def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: fl
     whole call: up to that it is the interpreter's and the harness's (on a problem of
     microseconds half of a call: a renamed matmul measured at 37% to 100% of a 0.058 ms call,
     against a threshold of 36%), beyond it Python of its own; and not at all where every operator
-    it computes with is counted. Without `own_code` and with no computing operator at all, it is
+    it computes with is counted. Without `own_code` and with no computing operator on more than
+    scalars (a decoy `tensor(2.0) * 3` does not count), it is
     a fallback unless far slower than the reference (HIDDEN_SPEED_FACTOR), or the problem is
     `degenerate` (an all-zeros or constant answer passes: nothing needs computing)."""
     reference_ops = compute_ops(reference) if reference else set()
@@ -191,7 +202,7 @@ def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: fl
     # Nothing of its own computes: its time outside operators is the interpreter's, or a wait on a
     # thread it handed the reference's operator to (a 0.05 ms relu sent to a ThreadPoolExecutor
     # was convicted in two runs of four here, and passed in CI: the wait diluted its share).
-    computing = compute_ops(candidate)
+    computing = data_ops(candidate)
     only_counted = not own_code and bool(computing) and all(map(counted, computing))
     interpreter_ms = 0.0 if own_code else math.inf if only_counted else reference_call_ms
     threshold = fallback_threshold(reference, reference_call_ms) if own_code else FALLBACK_SHARE
@@ -208,7 +219,7 @@ def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: fl
                         "computing with PyTorch)")
     if not own_code and not degenerate and not computing and reference_ops and not candidate.kernels and \
             0 < call_ms < HIDDEN_SPEED_FACTOR * reference_call_ms:
-        evidence.append(f"no operator the profiler recorded computes its outputs and it has no code of its own, "
+        evidence.append(f"no operator the profiler recorded computes on more than scalars and it has no code of its own, "
                         f"yet it runs at {reference_call_ms / call_ms:.2f}x the reference: what computes is hidden "
                         "from the profiler")
     if reference is not None:

@@ -16,6 +16,7 @@ import contextlib
 import ctypes
 import functools
 import hashlib
+import math
 import os
 import random
 import re
@@ -224,6 +225,23 @@ def _outermost_operator(event) -> str | None:
     return found
 
 
+# How the profiler names a tensor argument's type (c10's names for its scalar types); a Python
+# number is "Scalar", an option or a string "" (a list of tensors is "TensorList", or "" with
+# indices: not told apart from an option, but `index` reads its data through its tensor too).
+TENSOR_TYPES = {"float", "double", "c10::Half", "c10::BFloat16", "int", "long int", "short int", "signed char",
+                "unsigned char", "bool"}
+
+
+def on_scalars(event) -> bool:
+    """Whether an operator's recorded arguments are all numbers, options and one-element tensors,
+    at least one of them a tensor (a sum divided by its count): it reads one element of data at
+    most. False where the profiler recorded no argument types (a torch without them)."""
+    arguments = list(zip(getattr(event, "input_dtypes", None) or [], event.input_shapes or []))
+    tensors = [shape for kind, shape in arguments if kind in TENSOR_TYPES]
+    return bool(tensors) and all(math.prod(shape) <= 1 for shape in tensors) and \
+        all(kind in TENSOR_TYPES or (kind in ("Scalar", "") and not shape) for kind, shape in arguments)
+
+
 def summarize_profile(events, elapsed_ms: float) -> Profile:
     """Operators and kernels of one profiled call: which operator launched each kernel (its
     launch call shares the kernel's correlation id) and how long each kernel ran on the device."""
@@ -233,12 +251,15 @@ def summarize_profile(events, elapsed_ms: float) -> Profile:
     kernels = [KernelTime(name=e.name, device_ms=max(0.0, e.time_range.elapsed_us() / 1000),
                           operator=_outermost_operator(launchers[e.id]) if e.id in launchers else None)
                for e in events if e.device_type == device]
-    top = {}
+    top, scalar = {}, {}
     for e in events:
         if e.name.startswith("aten::") and e.device_type != device and _outermost_operator(e) is None:
-            top[e.name] = top.get(e.name, 0.0) + max(0.0, e.cpu_time_total / 1000)
+            ms = max(0.0, e.cpu_time_total / 1000)
+            top[e.name] = top.get(e.name, 0.0) + ms
+            if on_scalars(e):
+                scalar[e.name] = scalar.get(e.name, 0.0) + ms
     return Profile(ops=sorted({e.name for e in events if e.name.startswith("aten::")}), top_op_ms=top,
-                   kernels=kernels, elapsed_ms=elapsed_ms)
+                   scalar_op_ms=scalar, kernels=kernels, elapsed_ms=elapsed_ms)
 
 
 def math_flags() -> tuple[bool, bool]:
@@ -638,10 +659,12 @@ def new_profiler(device: str) -> torch.autograd.profiler.profile:
     `_inductor` and so imports it (1.1 s of every worker's boot on the CPU machine, 7 s on the
     GPU machine). Not taken over from it: a CUPTI workaround for inductor's CUDA graphs before
     CUDA 12.6."""
-    threads = all_threads()
-    profiler = torch.autograd.profiler.profile(use_device="cuda" if device == "cuda" else None, use_kineto=True, **threads)
+    # Argument shapes tell an operator on scalars (`on_scalars`) from one on the problem's data,
+    # which the fallback rule reads on the CPU only (a GPU's is judged by its kernels' device time).
+    settings = {**all_threads(), "use_kineto": True, "record_shapes": device == "cpu"}
+    profiler = torch.autograd.profiler.profile(use_device="cuda" if device == "cuda" else None, **settings)
     if device == "cuda" and torch.profiler.ProfilerActivity.CUDA not in getattr(profiler, "kineto_activities", ()):
-        profiler = torch.autograd.profiler.profile(use_cuda=True, use_kineto=True, **threads)  # torch before use_device="cuda"
+        profiler = torch.autograd.profiler.profile(use_cuda=True, **settings)  # torch before use_device="cuda"
     return profiler
 
 

@@ -184,6 +184,7 @@ class Profile(BaseModel):
 
     ops: list[str]  # every ATen operator called, by name
     top_op_ms: dict[str, Millis] = {}  # operators not called by another operator: their CPU time, children included
+    scalar_op_ms: dict[str, Millis] = {}  # the part of that time in calls on scalars only (child.on_scalars)
     kernels: list[KernelTime] = []
     elapsed_ms: Millis = 0.0
 
@@ -193,6 +194,7 @@ class Profile(BaseModel):
             return self
         return self.model_copy(update={
             "top_op_ms": {op: ms / calls for op, ms in self.top_op_ms.items()},
+            "scalar_op_ms": {op: ms / calls for op, ms in self.scalar_op_ms.items()},
             "kernels": [k.model_copy(update={"device_ms": k.device_ms / calls}) for k in self.kernels],
             "elapsed_ms": self.elapsed_ms / calls})
 

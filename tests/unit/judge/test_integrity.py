@@ -95,6 +95,23 @@ def test_no_code_of_its_own_and_no_computing_operator_at_the_references_speed_is
     assert fallback_evidence(relu, elementwise, 0.05, 0.045, own_code=False) == []  # re-spelled: no fallback
 
 
+def test_an_operator_on_scalars_is_neither_the_candidates_work_nor_a_librarys():
+    """An honest C++ MSE that divides its sum by the count with PyTorch, on a 0.02 ms problem where
+    that `div` (an operator of the reference's `mean`) took 68% of the call; the same `div` over
+    the data is the reference's work. A scalar decoy does not hide a hidden-compute candidate."""
+    mse = Profile(ops=["aten::sub", "aten::pow", "aten::mean", "aten::sum", "aten::div"],
+                  top_op_ms={"aten::sub": 0.004, "aten::pow": 0.004, "aten::mean": 0.008}, elapsed_ms=0.02)
+    own_sum = Profile(ops=["aten::div", "aten::empty"], top_op_ms={"aten::div": 0.012, "aten::empty": 0.001},
+                      scalar_op_ms={"aten::div": 0.012}, elapsed_ms=0.02)
+    assert fallback_evidence(mse, own_sum, 0.018, 0.02) == []
+    on_data = own_sum.model_copy(update={"scalar_op_ms": {}})
+    assert "calls aten::div, which the reference runs" in fallback_evidence(mse, on_data, 0.018, 0.02)
+    forged = own_sum.model_copy(update={"scalar_op_ms": {"aten::div": 0.5}})  # more than the operator took
+    assert fallback_evidence(mse, forged, 0.018, 0.02) == []
+    decoy = Profile(ops=["aten::mul"], top_op_ms={"aten::mul": 0.002}, scalar_op_ms={"aten::mul": 0.002}, elapsed_ms=0.02)
+    assert "hidden from the profiler" in fallback_evidence(mse, decoy, 0.018, 0.02, own_code=False)[-1]
+
+
 def test_library_compute_of_another_family_counts_when_it_takes_most_of_the_time():
     matmul_reference = Profile(ops=["aten::linear", "aten::addmm"])
     as_conv = Profile(ops=["aten::conv2d"], top_op_ms={"aten::conv2d": 0.8, "aten::slice": 0.05}, elapsed_ms=1.0)
