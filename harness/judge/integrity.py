@@ -62,11 +62,14 @@ JITTER_MS = {"cuda": 0.1, "cpu": 2.0}
 # twice the reference's, and never fewer than a composed candidate names (a layernorm written as
 # PyTorch operators names about a dozen).
 COUNTED_OPERATORS = 64
-# A CPU candidate with no code of its own (no extension, no Triton) and no computing operator on
-# more than scalars in its profile, where the reference has some, computes with operators the profiler did not see
-# (a red team's relu redispatched below the recorded call through a name built at run time,
-# 2026-12-04) or in the interpreter, which is far slower than this many reference calls.
+# A CPU candidate with no code of its own (no extension, no Triton) whose computing operators read
+# far less data than the reference's (none at all, or a decoy on a few elements) computes with
+# operators the profiler did not see (a red team's relu redispatched below the recorded call
+# through a name built at run time, 2026-12-04) or in the interpreter, which is far slower than
+# this many reference calls. Data read: each operator call's largest tensor argument, summed;
+# an honest candidate that splits the work into pieces reads as much in all.
 HIDDEN_SPEED_FACTOR = 2.0
+HIDDEN_READ_SHARE = 1 / 16
 
 
 def op_name(qualified: str) -> str:
@@ -91,10 +94,10 @@ def compute_ops(profile: Profile) -> set[str]:
     return {op_name(op) for op in profile.ops} - GLUE_OPS
 
 
-def data_ops(profile: Profile) -> set[str]:
-    """compute_ops, less those whose every outermost call was on scalars (child.on_scalars)."""
-    scalar_only = {op for op, ms in profile.scalar_op_ms.items() if ms >= profile.top_op_ms.get(op, 0.0)}
-    return compute_ops(profile) - {op_name(op) for op in scalar_only}
+def data_read(profile: Profile) -> float:
+    """Elements of data the outermost operators that compute (not glue) read in a call; infinite
+    where the profile does not say (a list of tensors for an argument, a GPU's profile)."""
+    return sum(profile.elements_read.get(op, math.inf) for op in profile.top_op_ms if op_name(op) not in GLUE_OPS)
 
 
 def time_share(profile: Profile, counts, call_ms: float, interpreter_ms: float = 0.0) -> tuple[float, set[str]]:
@@ -189,10 +192,10 @@ def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: fl
     whole call: up to that it is the interpreter's and the harness's (on a problem of
     microseconds half of a call: a renamed matmul measured at 37% to 100% of a 0.058 ms call,
     against a threshold of 36%), beyond it Python of its own; and not at all where every operator
-    it computes with is counted. Without `own_code` and with no computing operator on more than
-    scalars (a decoy `tensor(2.0) * 3` does not count), it is
-    a fallback unless far slower than the reference (HIDDEN_SPEED_FACTOR), or the problem is
-    `degenerate` (an all-zeros or constant answer passes: nothing needs computing)."""
+    it computes with is counted. Without `own_code`, with computing operators that read next to
+    none of the data the reference's read (`hidden_compute`), it is a fallback unless far slower
+    than the reference (HIDDEN_SPEED_FACTOR), or the problem is `degenerate` (an all-zeros or
+    constant answer passes: nothing needs computing)."""
     reference_ops = compute_ops(reference) if reference else set()
     families = {f for f in map(family_of, reference_ops) if f}
 
@@ -202,7 +205,7 @@ def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: fl
     # Nothing of its own computes: its time outside operators is the interpreter's, or a wait on a
     # thread it handed the reference's operator to (a 0.05 ms relu sent to a ThreadPoolExecutor
     # was convicted in two runs of four here, and passed in CI: the wait diluted its share).
-    computing = data_ops(candidate)
+    computing = compute_ops(candidate)
     only_counted = not own_code and bool(computing) and all(map(counted, computing))
     interpreter_ms = 0.0 if own_code else math.inf if only_counted else reference_call_ms
     threshold = fallback_threshold(reference, reference_call_ms) if own_code else FALLBACK_SHARE
@@ -217,15 +220,29 @@ def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: fl
         kinds = ", ".join(sorted({family_of(op) for op in used}))
         evidence.append(f"{library:.0%} of its time is library {kinds} (more than {threshold:.0%} counts as "
                         "computing with PyTorch)")
-    if not own_code and not degenerate and not computing and reference_ops and not candidate.kernels and \
+    if not own_code and not degenerate and reference_ops and not candidate.kernels and \
             0 < call_ms < HIDDEN_SPEED_FACTOR * reference_call_ms:
-        evidence.append(f"no operator the profiler recorded computes on more than scalars and it has no code of its own, "
-                        f"yet it runs at {reference_call_ms / call_ms:.2f}x the reference: what computes is hidden "
-                        "from the profiler")
+        evidence += hidden_compute(candidate, reference, reference_call_ms / call_ms)
     if reference is not None:
         shared = sorted({k.name for k in candidate.kernels} & {k.name for k in reference.kernels})
         evidence += [f"launches the reference's kernel {k[:120]}" for k in shared if not GLUE_KERNEL.search(k)]
     return evidence
+
+
+def hidden_compute(candidate: Profile, reference: Profile, speedup: float) -> list[str]:
+    """Why a candidate with no code of its own, at `speedup` against the reference, computes where
+    the profiler does not see: its computing operators read less than HIDDEN_READ_SHARE of the
+    data the reference's read, or there are none (where the reference's read is not known)."""
+    read, reference_read = data_read(candidate), data_read(reference)
+    if not compute_ops(candidate):
+        seen = "no operator the profiler recorded computes"
+    elif math.isfinite(reference_read) and read < HIDDEN_READ_SHARE * reference_read:
+        seen = f"its computing operators read {read:.0f} element{'s' * (round(read) != 1)} of data where the " \
+               f"reference's read {reference_read:.0f}"
+    else:
+        return []
+    return [f"{seen}, it has no code of its own, and it runs at {speedup:.2f}x the reference: what computes is "
+            "hidden from the profiler"]
 
 
 def profiled_too_slow(candidate, reference, reference_ops: int, device: str) -> str | None:

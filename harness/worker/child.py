@@ -225,21 +225,29 @@ def _outermost_operator(event) -> str | None:
     return found
 
 
-# How the profiler names a tensor argument's type (c10's names for its scalar types); a Python
-# number is "Scalar", an option or a string "" (a list of tensors is "TensorList", or "" with
-# indices: not told apart from an option, but `index` reads its data through its tensor too).
+# How the profiler names a tensor argument's type (c10's names for its scalar types). Arguments
+# that are no data: a Python number ("Scalar"), numbers ("ScalarList": sizes), an option or a
+# string (""; indices' list of tensors is "" too, but `index` reads its data through a tensor).
+# A list of tensors ("TensorList", einsum's) or anything else: data of unknown size.
 TENSOR_TYPES = {"float", "double", "c10::Half", "c10::BFloat16", "int", "long int", "short int", "signed char",
                 "unsigned char", "bool"}
+NO_DATA_TYPES = {"Scalar", "ScalarList", ""}
 
 
-def on_scalars(event) -> bool:
-    """Whether an operator's recorded arguments are all numbers, options and one-element tensors,
-    at least one of them a tensor (a sum divided by its count): it reads one element of data at
-    most. False where the profiler recorded no argument types (a torch without them)."""
-    arguments = list(zip(getattr(event, "input_dtypes", None) or [], event.input_shapes or []))
-    tensors = [shape for kind, shape in arguments if kind in TENSOR_TYPES]
-    return bool(tensors) and all(math.prod(shape) <= 1 for shape in tensors) and \
-        all(kind in TENSOR_TYPES or (kind in ("Scalar", "") and not shape) for kind, shape in arguments)
+def largest_argument(event) -> int | None:
+    """The elements of an operator's largest tensor argument (0 for none: it reads no data), from
+    the shapes the profiler recorded; None where an argument's size is unknown (a list of tensors,
+    a torch that records no argument types)."""
+    kinds, shapes = getattr(event, "input_dtypes", None), event.input_shapes
+    if not kinds or len(kinds) != len(shapes or []):
+        return None
+    largest = 0
+    for kind, shape in zip(kinds, shapes):
+        if kind in TENSOR_TYPES:
+            largest = max(largest, math.prod(shape))
+        elif kind not in NO_DATA_TYPES or shape:
+            return None
+    return largest
 
 
 def summarize_profile(events, elapsed_ms: float) -> Profile:
@@ -251,15 +259,20 @@ def summarize_profile(events, elapsed_ms: float) -> Profile:
     kernels = [KernelTime(name=e.name, device_ms=max(0.0, e.time_range.elapsed_us() / 1000),
                           operator=_outermost_operator(launchers[e.id]) if e.id in launchers else None)
                for e in events if e.device_type == device]
-    top, scalar = {}, {}
+    top, scalar, read, unknown = {}, {}, {}, set()
     for e in events:
         if e.name.startswith("aten::") and e.device_type != device and _outermost_operator(e) is None:
-            ms = max(0.0, e.cpu_time_total / 1000)
+            ms, elements = max(0.0, e.cpu_time_total / 1000), largest_argument(e)
             top[e.name] = top.get(e.name, 0.0) + ms
-            if on_scalars(e):
-                scalar[e.name] = scalar.get(e.name, 0.0) + ms
+            if elements is None:
+                unknown.add(e.name)
+            else:
+                read[e.name] = read.get(e.name, 0) + elements
+                if elements <= 1:  # numbers and one-element tensors: a sum divided by its count
+                    scalar[e.name] = scalar.get(e.name, 0.0) + ms
     return Profile(ops=sorted({e.name for e in events if e.name.startswith("aten::")}), top_op_ms=top,
-                   scalar_op_ms=scalar, kernels=kernels, elapsed_ms=elapsed_ms)
+                   scalar_op_ms=scalar, elements_read={op: n for op, n in read.items() if op not in unknown},
+                   kernels=kernels, elapsed_ms=elapsed_ms)
 
 
 def math_flags() -> tuple[bool, bool]:
@@ -659,7 +672,7 @@ def new_profiler(device: str) -> torch.autograd.profiler.profile:
     `_inductor` and so imports it (1.1 s of every worker's boot on the CPU machine, 7 s on the
     GPU machine). Not taken over from it: a CUPTI workaround for inductor's CUDA graphs before
     CUDA 12.6."""
-    # Argument shapes tell an operator on scalars (`on_scalars`) from one on the problem's data,
+    # Argument shapes tell how much data each operator read (`largest_argument`),
     # which the fallback rule reads on the CPU only (a GPU's is judged by its kernels' device time).
     settings = {**all_threads(), "use_kineto": True, "record_shapes": device == "cpu"}
     profiler = torch.autograd.profiler.profile(use_device="cuda" if device == "cuda" else None, **settings)
