@@ -474,7 +474,8 @@ class CandidateRun:
         for profile in timed.profiles:
             found = fallback_evidence(self.reference.profile, profile, median, self.reference.timing.median_ms,
                                       own_code=self.candidate.kind is not CandidateKind.python,
-                                      degenerate=Flag.degenerate_problem in self.observed.flags)
+                                      degenerate=Flag.degenerate_problem in self.observed.flags,
+                                      output_elements=self.reference.output_elements)
             evidence += [e for e in found if e not in evidence]
         return verdicts.of_fallback(evidence)
 

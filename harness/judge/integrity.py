@@ -24,8 +24,14 @@ GLUE_OPS = {
     "flatten", "unflatten", "unbind", "split", "split_with_sizes", "chunk", "item", "local_scalar_dense", "size",
     "stride", "numel", "dim", "is_nonzero", "result_type", "scalar_tensor", "set", "record_stream", "arange",
     "cat", "stack", "pad", "constant_pad_nd", "type_as", "has_compatible_shallow_copy_type", "lift",
-    "broadcast_tensors", "broadcast_to",
+    "broadcast_tensors", "broadcast_to", "diagonal", "unfold", "movedim", "moveaxis", "swapaxes", "swapdims",
+    "resolve_conj", "resolve_neg", "conj", "view_as_real", "view_as_complex", "real", "imag", "positive",
+    "is_same_size", "is_complex", "is_floating_point", "sym_size", "sym_stride", "sym_numel", "expand_copy",
 }
+# Glue operators that read their inputs' data (the rest are views, allocations, fills, queries):
+# a candidate can compute with these alone (a roll as two slice copies, a red team's, 2026-12-04).
+MOVES_DATA = {"contiguous", "clone", "copy", "to", "to_copy", "cat", "stack", "pad", "constant_pad_nd", "type_as",
+              "expand_copy"}
 # Library kernels that compute the same thing under other names: calling any member of a family
 # the reference uses counts as falling back to the reference. Stems are regular expressions, each
 # a whole word of the name: a red team's tensordot, addbmm and inner (a matmul), mse_loss and
@@ -63,13 +69,20 @@ JITTER_MS = {"cuda": 0.1, "cpu": 2.0}
 # PyTorch operators names about a dozen).
 COUNTED_OPERATORS = 64
 # A CPU candidate with no code of its own (no extension, no Triton) whose computing operators read
-# far less data than the reference's (none at all, or a decoy on a few elements) computes with
-# operators the profiler did not see (a red team's relu redispatched below the recorded call
-# through a name built at run time, 2026-12-04) or in the interpreter, which is far slower than
-# this many reference calls. Data read: each operator call's largest tensor argument, summed;
-# an honest candidate that splits the work into pieces reads as much in all.
+# less than LITTLE_DATA of the data the reference's read, or of its outputs' elements where those
+# are fewer, computes where the profiler does not see (a red team's relu redispatched below the
+# recorded call through a name built at run time, 2026-12-04, alone or beside a decoy multiply of
+# two elements or of a number, or a view naming the whole input), or in the interpreter, which is
+# far slower than this many reference calls. The outputs bound it: an honest candidate that
+# computes only the slice the reference keeps reads what it returns (a red team's, 2026-12-04).
+# Not by time: on a problem of microseconds the profiler's own cost between operators (10 to 24
+# us each on the 2-core VM) is the call's.
 HIDDEN_SPEED_FACTOR = 2.0
-HIDDEN_READ_SHARE = 1 / 16
+# Operators that read, all their calls together, less than this share of the data the reference's
+# computing operators read do not do the reference's work, whatever their time on a problem of
+# microseconds: an honest C++ MSE's mean of its 64 row sums was 71% to 78% of a call (a red team,
+# 2026-12-04), and one that divided its sum by the count with PyTorch, its `div` 68%. Data read: each call's largest tensor argument (the CPU profiler's shapes), summed.
+LITTLE_DATA = 1 / 16
 
 
 def op_name(qualified: str) -> str:
@@ -94,10 +107,18 @@ def compute_ops(profile: Profile) -> set[str]:
     return {op_name(op) for op in profile.ops} - GLUE_OPS
 
 
-def data_read(profile: Profile) -> float:
-    """Elements of data the outermost operators that compute (not glue) read in a call; infinite
-    where the profile does not say (a list of tensors for an argument, a GPU's profile)."""
-    return sum(profile.elements_read.get(op, math.inf) for op in profile.top_op_ms if op_name(op) not in GLUE_OPS)
+def reads_little(profile: Profile, counts, reference: Profile | None) -> bool:
+    """Whether the operators `counts(name)` accepts read less than LITTLE_DATA of the data the
+    reference's computing operators read; False where either is not known."""
+    reference_read = data_read(reference) if reference else math.inf
+    return math.isfinite(reference_read) and data_read(profile, counts) < LITTLE_DATA * reference_read
+
+
+def data_read(profile: Profile, counts=lambda op: op not in GLUE_OPS) -> float:
+    """Elements the outermost operators `counts(name)` accepts (by default all that compute) read in
+    a call: each call's largest tensor argument, summed; infinite where the profile does not say
+    (a list of tensors for an argument, a GPU's profile, which records no shapes)."""
+    return sum(profile.elements_read.get(op, math.inf) for op in profile.top_op_ms if counts(op_name(op)))
 
 
 def time_share(profile: Profile, counts, call_ms: float, interpreter_ms: float = 0.0) -> tuple[float, set[str]]:
@@ -105,19 +126,15 @@ def time_share(profile: Profile, counts, call_ms: float, interpreter_ms: float =
     GPU: the device time of the kernels they launched, over all kernels' device time. On the CPU:
     the time of the outermost such operators, over a call's unprofiled median (`call_ms`; the
     profiler slows a call by more than its operators take when they take microseconds) less the
-    time in glue operators (views, copies, allocations) and in operators on scalars (a sum divided
-    by its count): neither the candidate's work nor a library's; up to `interpreter_ms` of the
-    time outside operators is not counted. An honest C++ MSE that divided its sum with PyTorch was
-    a fallback in two runs of three on a 0.02 ms problem, its `div` 68% of the call (2026-12-04)."""
+    time in glue operators (views, copies, allocations: neither the candidate's work nor a
+    library's), where up to `interpreter_ms` of the time outside operators is not counted."""
     if profile.kernels:
         total = sum(k.device_ms for k in profile.kernels)
         spent = [(k.device_ms, op_name(k.operator)) for k in profile.kernels
                  if k.operator and counts(op_name(k.operator))]
     else:
-        scalar = {op: min(ms, profile.scalar_op_ms.get(op, 0.0)) for op, ms in profile.top_op_ms.items()}
-        spent = [(ms - scalar[op], op_name(op)) for op, ms in profile.top_op_ms.items()
-                 if ms > scalar[op] and counts(op_name(op))]
-        glue = sum(ms if op_name(op) in GLUE_OPS else scalar[op] for op, ms in profile.top_op_ms.items())
+        spent = [(ms, op_name(op)) for op, ms in profile.top_op_ms.items() if counts(op_name(op))]
+        glue = sum(ms for op, ms in profile.top_op_ms.items() if op_name(op) in GLUE_OPS)
         operators = sum(profile.top_op_ms.values()) - glue
         call = min(call_ms, profile.elapsed_ms) if call_ms > 0 else profile.elapsed_ms
         total = operators + max(0.0, call - glue - operators - interpreter_ms)
@@ -183,17 +200,19 @@ def fallback_threshold(reference: Profile | None, reference_call_ms: float) -> f
 
 
 def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: float = 0.0,
-                      reference_call_ms: float = 0.0, own_code: bool = True, degenerate: bool = False) -> list[str]:
+                      reference_call_ms: float = 0.0, own_code: bool = True, degenerate: bool = False,
+                      output_elements: int = 0) -> list[str]:
     """Why the candidate's forward counts as computing with PyTorch: most of its time (more than
     fallback_threshold) goes to the reference's own operators or their library equivalents, or
     to library compute of any family; or it launches the reference's own device kernels. Empty
-    if it does not. `call_ms`, `reference_call_ms`: the unprofiled medians. Without `own_code`
+    if it does not. Operators that read next to none of the reference's data (`reads_little`) do
+    not count. `call_ms`, `reference_call_ms`: the unprofiled medians. Without `own_code`
     (no extension, no Triton), its time outside operators counts only beyond the reference's
     whole call: up to that it is the interpreter's and the harness's (on a problem of
     microseconds half of a call: a renamed matmul measured at 37% to 100% of a 0.058 ms call,
     against a threshold of 36%), beyond it Python of its own; and not at all where every operator
     it computes with is counted. Without `own_code`, with computing operators that read next to
-    none of the data the reference's read (`hidden_compute`), it is a fallback unless far slower
+    none of the data (`hidden_compute`; `output_elements`: the outputs'), it is a fallback unless far slower
     than the reference (HIDDEN_SPEED_FACTOR), or the problem is `degenerate` (an all-zeros or
     constant answer passes: nothing needs computing)."""
     reference_ops = compute_ops(reference) if reference else set()
@@ -202,6 +221,9 @@ def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: fl
     def counted(op: str) -> bool:
         return op in reference_ops or family_of(op) in families
 
+    def library(op: str) -> bool:
+        return family_of(op) is not None
+
     # Nothing of its own computes: its time outside operators is the interpreter's, or a wait on a
     # thread it handed the reference's operator to (a 0.05 ms relu sent to a ThreadPoolExecutor
     # was convicted in two runs of four here, and passed in CI: the wait diluted its share).
@@ -209,40 +231,44 @@ def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: fl
     only_counted = not own_code and bool(computing) and all(map(counted, computing))
     interpreter_ms = 0.0 if own_code else math.inf if only_counted else reference_call_ms
     threshold = fallback_threshold(reference, reference_call_ms) if own_code else FALLBACK_SHARE
-    share, names = time_share(candidate, counted, call_ms, interpreter_ms)
+    share, names = (0.0, set()) if reads_little(candidate, counted, reference) else \
+        time_share(candidate, counted, call_ms, interpreter_ms)
     evidence = []
     if share > threshold:
         evidence += [f"calls aten::{op}, {_why(op, reference_ops)}" for op in sorted(names)]
         of = "its operators' time" if only_counted else "its time"
         evidence.append(f"{share:.0%} of {of} is in the reference's own operators or their library equivalents")
-    library, used = time_share(candidate, lambda op: family_of(op) is not None, call_ms, interpreter_ms)
-    if library > threshold and not evidence:
+    library_share, used = (0.0, set()) if reads_little(candidate, library, reference) else \
+        time_share(candidate, library, call_ms, interpreter_ms)
+    if library_share > threshold and not evidence:
         kinds = ", ".join(sorted({family_of(op) for op in used}))
-        evidence.append(f"{library:.0%} of its time is library {kinds} (more than {threshold:.0%} counts as "
+        evidence.append(f"{library_share:.0%} of its time is library {kinds} (more than {threshold:.0%} counts as "
                         "computing with PyTorch)")
     if not own_code and not degenerate and reference_ops and not candidate.kernels and \
             0 < call_ms < HIDDEN_SPEED_FACTOR * reference_call_ms:
-        evidence += hidden_compute(candidate, reference, reference_call_ms / call_ms)
+        evidence += hidden_compute(candidate, reference, output_elements, reference_call_ms / call_ms)
     if reference is not None:
         shared = sorted({k.name for k in candidate.kernels} & {k.name for k in reference.kernels})
         evidence += [f"launches the reference's kernel {k[:120]}" for k in shared if not GLUE_KERNEL.search(k)]
     return evidence
 
 
-def hidden_compute(candidate: Profile, reference: Profile, speedup: float) -> list[str]:
+def hidden_compute(candidate: Profile, reference: Profile, output_elements: int, speedup: float) -> list[str]:
     """Why a candidate with no code of its own, at `speedup` against the reference, computes where
-    the profiler does not see: its computing operators read less than HIDDEN_READ_SHARE of the
-    data the reference's read, or there are none (where the reference's read is not known)."""
-    read, reference_read = data_read(candidate), data_read(reference)
-    if not compute_ops(candidate):
-        seen = "no operator the profiler recorded computes"
-    elif math.isfinite(reference_read) and read < HIDDEN_READ_SHARE * reference_read:
-        seen = f"its computing operators read {read:.0f} element{'s' * (round(read) != 1)} of data where the " \
-               f"reference's read {reference_read:.0f}"
-    else:
+    the profiler does not see: its operators that compute or copy data read less than LITTLE_DATA
+    of the data the reference's read, or of its `output_elements` where those are fewer; or,
+    where the reference's read is not known, it has no such operator at all."""
+    working = compute_ops(candidate) | ({op_name(op) for op in candidate.ops} & MOVES_DATA)
+    read = data_read(candidate, lambda op: op in working)
+    reference_read = data_read(reference)
+    needed = min(reference_read, output_elements or math.inf)  # outputs alone: an outer product reads less
+    if working and not (math.isfinite(reference_read) and read < LITTLE_DATA * needed):
         return []
-    return [f"{seen}, it has no code of its own, and it runs at {speedup:.2f}x the reference: what computes is "
-            "hidden from the profiler"]
+    seen = f"its operators that compute or copy read {read:.0f} element{'s' * (round(read) != 1)} of data where " \
+           f"the reference's read {reference_read:.0f} and its outputs have {output_elements}" if working \
+        else "no operator the profiler recorded computes or copies data"
+    return [f"{seen}; it has no code of its own and runs at {speedup:.2f}x the reference: what computes is hidden "
+            "from the profiler (or is torch.compile's)"]
 
 
 def profiled_too_slow(candidate, reference, reference_ops: int, device: str) -> str | None:

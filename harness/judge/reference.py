@@ -439,6 +439,11 @@ class ReferenceRunner:
         """The bytes of its outputs at the problem's own sizes (0 before its first trial there)."""
         return sum(shape.numel() * dtype.itemsize for shape, dtype in self.output_specs)
 
+    @property
+    def output_elements(self) -> int:
+        """The elements of its outputs at the problem's own sizes (0 before its first trial there)."""
+        return sum(shape.numel() for shape, _ in self.output_specs)
+
     def output_like(self) -> list[torch.Tensor]:
         """Uninitialised CPU tensors shaped like its outputs at the problem's own sizes (none
         before its first trial there)."""

@@ -259,20 +259,18 @@ def summarize_profile(events, elapsed_ms: float) -> Profile:
     kernels = [KernelTime(name=e.name, device_ms=max(0.0, e.time_range.elapsed_us() / 1000),
                           operator=_outermost_operator(launchers[e.id]) if e.id in launchers else None)
                for e in events if e.device_type == device]
-    top, scalar, read, unknown = {}, {}, {}, set()
+    top, read, unknown = {}, {}, set()
     for e in events:
         if e.name.startswith("aten::") and e.device_type != device and _outermost_operator(e) is None:
-            ms, elements = max(0.0, e.cpu_time_total / 1000), largest_argument(e)
-            top[e.name] = top.get(e.name, 0.0) + ms
+            top[e.name] = top.get(e.name, 0.0) + max(0.0, e.cpu_time_total / 1000)
+            elements = largest_argument(e)
             if elements is None:
                 unknown.add(e.name)
             else:
                 read[e.name] = read.get(e.name, 0) + elements
-                if elements <= 1:  # numbers and one-element tensors: a sum divided by its count
-                    scalar[e.name] = scalar.get(e.name, 0.0) + ms
     return Profile(ops=sorted({e.name for e in events if e.name.startswith("aten::")}), top_op_ms=top,
-                   scalar_op_ms=scalar, elements_read={op: n for op, n in read.items() if op not in unknown},
-                   kernels=kernels, elapsed_ms=elapsed_ms)
+                   elements_read={op: n for op, n in read.items() if op not in unknown}, kernels=kernels,
+                   elapsed_ms=elapsed_ms)
 
 
 def math_flags() -> tuple[bool, bool]:

@@ -184,7 +184,6 @@ class Profile(BaseModel):
 
     ops: list[str]  # every ATen operator called, by name
     top_op_ms: dict[str, Millis] = {}  # operators not called by another operator: their CPU time, children included
-    scalar_op_ms: dict[str, Millis] = {}  # the part of that time in calls on numbers and one-element tensors only
     # Those operators' largest tensor argument's elements, summed over their calls (CPU; absent where unknown).
     elements_read: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] = {}
     kernels: list[KernelTime] = []
@@ -196,7 +195,6 @@ class Profile(BaseModel):
             return self
         return self.model_copy(update={
             "top_op_ms": {op: ms / calls for op, ms in self.top_op_ms.items()},
-            "scalar_op_ms": {op: ms / calls for op, ms in self.scalar_op_ms.items()},
             "elements_read": {op: n / calls for op, n in self.elements_read.items()},
             "kernels": [k.model_copy(update={"device_ms": k.device_ms / calls}) for k in self.kernels],
             "elapsed_ms": self.elapsed_ms / calls})

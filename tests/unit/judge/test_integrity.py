@@ -82,47 +82,57 @@ def test_switching_recording_off_from_python_or_redispatching_by_name_counts_as_
                                     relu) == []
 
 
-def test_no_code_of_its_own_and_no_computing_operator_at_the_references_speed_is_hidden_compute():
-    """A relu redispatched below the profiler's recording, through a name no source check reads."""
-    relu = Profile(ops=["aten::relu", "aten::clamp_min"], top_op_ms={"aten::relu": 0.04})
+def test_no_code_of_its_own_and_operators_that_read_next_to_no_data_is_hidden_compute():
+    """A relu redispatched below the profiler's recording, through a name no source check reads:
+    alone, or beside decoys (a multiply of two elements; a view naming the whole input is glue).
+    An honest candidate that computes only the slice the reference keeps reads what it returns;
+    one that works in pieces reads as much in all, one that computes with copies alone reads the
+    data through them."""
+    relu = Profile(ops=["aten::relu", "aten::clamp_min"], top_op_ms={"aten::relu": 0.04}, elements_read={"aten::relu": 4096})
     nothing_seen = Profile(ops=["aten::empty_like"], top_op_ms={"aten::empty_like": 0.001}, elapsed_ms=0.1)
-    evidence = fallback_evidence(relu, nothing_seen, 0.05, 0.045, own_code=False)
-    assert evidence and "hidden from the profiler" in evidence[-1]
+    evidence = fallback_evidence(relu, nothing_seen, 0.05, 0.045, own_code=False, output_elements=4096)
+    assert evidence and "no operator the profiler recorded computes or copies" in evidence[-1]
     assert fallback_evidence(relu, nothing_seen, 0.5, 0.045, own_code=False) == []  # interpreter-slow: Python of its own
     assert fallback_evidence(relu, nothing_seen, 0.05, 0.045, own_code=True) == []  # an extension's own work
     assert fallback_evidence(relu, nothing_seen, 0.05, 0.045, own_code=False, degenerate=True) == []  # zeros pass
-    elementwise = Profile(ops=["aten::mul", "aten::gt"], top_op_ms={"aten::mul": 0.02, "aten::gt": 0.02}, elapsed_ms=0.1)
-    assert fallback_evidence(relu, elementwise, 0.05, 0.045, own_code=False) == []  # re-spelled: no fallback
-
-
-def test_no_code_of_its_own_and_operators_that_read_next_to_no_data_is_hidden_compute():
-    """The redispatched relu beside a decoy on two elements of its input; an honest candidate that
-    works in sixteen pieces reads as much data as the reference in all."""
-    relu = Profile(ops=["aten::relu", "aten::clamp_min"], top_op_ms={"aten::relu": 0.04}, elements_read={"aten::relu": 4096})
-    decoy = Profile(ops=["aten::mul", "aten::slice"], top_op_ms={"aten::mul": 0.002, "aten::slice": 0.001},
-                    elements_read={"aten::mul": 2, "aten::slice": 4096}, elapsed_ms=0.1)  # a view reads nothing
-    evidence = fallback_evidence(relu, decoy, 0.05, 0.045, own_code=False)
-    assert evidence and "read 2 elements of data where the reference's read 4096" in evidence[-1]
-    pieces = Profile(ops=["aten::relu"], top_op_ms={"aten::relu": 0.04}, elements_read={"aten::relu": 4096}, elapsed_ms=0.1)
-    assert fallback_evidence(Profile(ops=["aten::clamp"], top_op_ms={"aten::clamp": 0.04},
-                                     elements_read={"aten::clamp": 4096}), pieces, 0.05, 0.045, own_code=False) == []
+    decoys = Profile(ops=["aten::mul", "aten::diagonal"], top_op_ms={"aten::mul": 0.002, "aten::diagonal": 0.001},
+                     elements_read={"aten::mul": 2, "aten::diagonal": 4096}, elapsed_ms=0.1)
+    evidence = fallback_evidence(relu, decoys, 0.05, 0.045, own_code=False, output_elements=4096)
+    assert "compute or copy read 2 elements of data where the reference's read 4096 and its outputs have 4096" in evidence[-1]
+    kept_slice = Profile(ops=["aten::clamp", "aten::slice"], top_op_ms={"aten::clamp": 0.003, "aten::slice": 0.001},
+                         elements_read={"aten::clamp": 256, "aten::slice": 4096}, elapsed_ms=0.01)
+    assert fallback_evidence(relu, kept_slice, 0.01, 0.045, own_code=False, output_elements=256) == []
+    pieces = Profile(ops=["aten::clamp"], top_op_ms={"aten::clamp": 0.04}, elements_read={"aten::clamp": 4096}, elapsed_ms=0.1)
+    assert fallback_evidence(relu, pieces, 0.05, 0.045, own_code=False, output_elements=4096) == []
     unknown = relu.model_copy(update={"elements_read": {}})  # its operators took a list of tensors
-    assert fallback_evidence(unknown, decoy, 0.05, 0.045, own_code=False) == []
+    assert fallback_evidence(unknown, decoys, 0.05, 0.045, own_code=False, output_elements=4096) == []
+    elementwise = Profile(ops=["aten::mul", "aten::gt"], top_op_ms={"aten::mul": 0.02, "aten::gt": 0.02}, elapsed_ms=0.1)
+    assert fallback_evidence(unknown, elementwise, 0.05, 0.045, own_code=False) == []  # re-spelled: no fallback
+    copies = Profile(ops=["aten::empty_like", "aten::slice", "aten::copy_"], elapsed_ms=0.1,
+                     top_op_ms={"aten::empty_like": 0.001, "aten::slice": 0.001, "aten::copy_": 0.03},
+                     elements_read={"aten::empty_like": 4096, "aten::slice": 8192, "aten::copy_": 4096})
+    assert fallback_evidence(relu, copies, 0.05, 0.045, own_code=False, output_elements=4096) == []  # a roll as copies
+    assert fallback_evidence(unknown, copies, 0.05, 0.045, own_code=False, output_elements=4096) == []
 
 
-def test_an_operator_on_scalars_is_neither_the_candidates_work_nor_a_librarys():
-    """An honest C++ MSE that divides its sum by the count with PyTorch, on a 0.02 ms problem where
-    that `div` (an operator of the reference's `mean`) took 68% of the call; the same `div` over
-    the data is the reference's work."""
-    mse = Profile(ops=["aten::sub", "aten::pow", "aten::mean", "aten::sum", "aten::div"],
-                  top_op_ms={"aten::sub": 0.004, "aten::pow": 0.004, "aten::mean": 0.008}, elapsed_ms=0.02)
-    own_sum = Profile(ops=["aten::div", "aten::empty"], top_op_ms={"aten::div": 0.012, "aten::empty": 0.001},
-                      scalar_op_ms={"aten::div": 0.012}, elapsed_ms=0.02)
-    assert fallback_evidence(mse, own_sum, 0.018, 0.02) == []
-    on_data = own_sum.model_copy(update={"scalar_op_ms": {}})
-    assert "calls aten::div, which the reference runs" in fallback_evidence(mse, on_data, 0.018, 0.02)
-    forged = own_sum.model_copy(update={"scalar_op_ms": {"aten::div": 0.5}})  # more than the operator took
-    assert fallback_evidence(mse, forged, 0.018, 0.02) == []
+def test_the_references_operators_on_next_to_none_of_its_data_are_not_its_work():
+    """An honest C++ MSE that leaves the mean of its 64 row sums to PyTorch, on a 0.02 ms problem
+    where that mean was 71% to 78% of the call, or divides its sum by the count (68%); the same operators over chunks that add up to the
+    data are the reference's work; where the reference's reads are not known, time alone decides."""
+    mse = Profile(ops=["aten::sub", "aten::pow", "aten::mean"], elapsed_ms=0.02,
+                  top_op_ms={"aten::sub": 0.004, "aten::pow": 0.004, "aten::mean": 0.008},
+                  elements_read={"aten::sub": 32768, "aten::pow": 32768, "aten::mean": 32768})
+    row_mean = Profile(ops=["aten::mean", "aten::sum"], top_op_ms={"aten::mean": 0.013}, elements_read={"aten::mean": 64},
+                       elapsed_ms=0.018)
+    assert fallback_evidence(mse, row_mean, 0.017, 0.02) == []
+    chunks = row_mean.model_copy(update={"elements_read": {"aten::mean": 32768}})
+    assert "calls aten::mean, which the reference runs" in fallback_evidence(mse, chunks, 0.017, 0.02)
+    unknown = mse.model_copy(update={"elements_read": {"aten::sub": 32768, "aten::pow": 32768}})
+    assert fallback_evidence(unknown, row_mean, 0.017, 0.02)
+    divides = Profile(ops=["aten::div"], top_op_ms={"aten::div": 0.012}, elements_read={"aten::div": 1}, elapsed_ms=0.02)
+    assert fallback_evidence(mse.model_copy(update={"ops": mse.ops + ["aten::div"]}), divides, 0.018, 0.02) == []
+    assert fallback_evidence(mse.model_copy(update={"ops": mse.ops + ["aten::div"]}),
+                             divides.model_copy(update={"elements_read": {"aten::div": 32768}}), 0.018, 0.02)
 
 
 def test_library_compute_of_another_family_counts_when_it_takes_most_of_the_time():

@@ -187,21 +187,19 @@ def test_a_profiled_call_shows_the_operators_its_forward_ran_on_other_threads(tm
     assert "aten::relu" in profile.ops and profile.top_op_ms.get("aten::relu", 0) > 0
 
 
-def test_a_profile_tells_operators_on_scalars_from_operators_on_data(tmp_path):
-    """A sum divided by its count: the division reads one element; a matmul whose tensors come as
-    a list (einsum), or a reduction of a whole input, read the data. Each call's largest tensor
-    argument counts, summed over calls."""
+def test_a_profile_says_how_much_data_each_operator_read(tmp_path):
+    """Each call's largest tensor argument, summed over calls: a sum divided by its count reads one
+    element a division; a view names what it was taken from; a matmul whose tensors come as a list
+    (einsum) read an amount the profile does not say."""
     worker = session(counting_problem(), tmp_path)
     total = torch.tensor(3.0)
     worker.timed_model = lambda x: (torch.einsum("...,...->", x, x), x.sum() / x.numel(), torch.div(total, 7),
                                     torch.mul(x[0, :1], 2))
     worker.timed(Command(op="timed", seeds=[1], profile=True))
     profile = worker.profile()
-    assert set(profile.scalar_op_ms) == {"aten::div", "aten::mul"}  # mul: on a one-element slice
-    assert {"aten::einsum", "aten::sum"} <= set(profile.top_op_ms)
-    assert profile.scalar_op_ms["aten::div"] == pytest.approx(profile.top_op_ms["aten::div"])
     assert profile.elements_read == {"aten::sum": 32, "aten::div": 2, "aten::mul": 1, "aten::select": 32,
-                                     "aten::slice": 8}  # einsum's tensors came as a list: unknown
+                                     "aten::slice": 8}
+    assert "aten::einsum" in profile.top_op_ms
 
 
 def test_setting_up_the_profiler_does_not_import_inductor():
