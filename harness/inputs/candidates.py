@@ -107,13 +107,49 @@ def _is_python(text: str) -> bool:
 
 
 def classify_kind(code: str) -> CandidateKind:
+    """What the code compiles, read from the code itself: a comment that names `load_inline` or
+    `@triton.jit` compiles nothing (a red team's comment made PyTorch calls pass as an extension's
+    own work, 2026-12-04). CUDA sources are strings, so strings count for them."""
+    code = _without_comments(code)
     if re.search(r"^\s*(import triton|from triton)|@triton\.jit", code, re.MULTILINE):
         return CandidateKind.triton
     if re.search(r"cuda_sources\s*=|__global__|#include\s*<cuda", code):
         return CandidateKind.cuda
-    if re.search(r"load_inline|cpp_extension", code):
+    if re.search(r"\b(load_inline|cpp_extension)\b", _without_strings(code)):
         return CandidateKind.cpp
     return CandidateKind.python
+
+
+def _tokens(code: str) -> list[tokenize.TokenInfo] | None:
+    try:
+        return list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):  # IndentationError included: it fails at load then
+        return None
+
+
+def _without_comments(code: str) -> str:
+    """The code with its comments blanked (tokens keep their places); as it is if it does not tokenize."""
+    return _blanked(code, {tokenize.COMMENT})
+
+
+def _without_strings(code: str) -> str:
+    return _blanked(code, {tokenize.STRING, tokenize.COMMENT} | ({tokenize.FSTRING_MIDDLE}
+                                                                 if hasattr(tokenize, "FSTRING_MIDDLE") else set()))
+
+
+def _blanked(code: str, kinds: set[int]) -> str:
+    tokens = _tokens(code)
+    if tokens is None:
+        return code
+    lines = code.splitlines(keepends=True)
+    for token in tokens:
+        if token.type in kinds:
+            (first, start), (last, end) = token.start, token.end
+            for row in range(first, last + 1):
+                line = lines[row - 1]
+                begin, stop = (start if row == first else 0), (end if row == last else len(line.rstrip("\r\n")))
+                lines[row - 1] = line[:begin] + " " * (stop - begin) + line[stop:]
+    return "".join(lines)
 
 
 def _suffix(path: Path) -> str:

@@ -155,7 +155,18 @@ RECORDING_OFF = re.compile(r"\b(RecordFunctionGuard|DisableRecordFunctionGuard|e
 PAST_DISPATCHER = re.compile(r"\bat\s*::\s*(native|cpu|cuda|redispatch)\s*::\s*((?:\w+\s*::\s*)*)(\w+)")
 # Below the recorded call: `.redispatch(`, `_ops::mm::redispatch`, `getattr(op, "redispatch")`.
 REDISPATCH = re.compile(r"\bredispatch\b(?!\s*::)")  # at::redispatch:: is PAST_DISPATCHER's
-USING_KERNELS = re.compile(r"\busing\s+namespace\s+at\s*::\s*(native|cpu|redispatch)\b")
+# `using namespace at::cpu;`, or an alias (`namespace K = at::cpu;`: a red team's K::addmm had
+# passed at 0.99x against an honest 0.054x, 2026-12-04).
+USING_KERNELS = re.compile(r"\b(?:using\s+namespace|namespace\s+\w+\s*=)\s*(?:::\s*)?at\s*::\s*"
+                           r"(native|cpu|redispatch)\b")
+# A macro that pastes tokens into names (`at::GLUE(RecordFunction, Guard)`) writes what no check
+# of the source reads; a kernel has no need of it.
+TOKEN_PASTING = re.compile(r"^[ \t]*#[ \t]*define\b[^\n]*\w\s*##\s*\w", re.MULTILINE)
+# Library compute called from the candidate's own code, not through ATen: BLAS (MKL's sgemm_ called
+# from C++ had passed at 1.00x against an honest 0.054x, 2026-12-04), oneDNN, cuBLAS, cuDNN.
+LIBRARY_CALL = re.compile(r"\b(cblas_\w+|[sdhcz]gemm_?(?=\s*\()|[sd]gemv_?(?=\s*\()|mkl_\w*gemm\w*|dnnl_\w+|dnnl\s*::|"
+                          r"cublas(?:Lt)?(?:Gemm|Matmul|[SDHCZ](?:gemm|gemv|dot|geam))\w*|"
+                          r"cudnn\w*(?:Forward|Backward)\w*)")
 # Comments say nothing the compiler runs: // and /* */ (C++), and Python comment lines.
 COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*|^[ \t]*#(?![ \t]*(?:include|define|pragma|if|else|elif|endif|undef))[^\n]*",
                      re.DOTALL | re.MULTILINE)
@@ -165,15 +176,20 @@ def hidden_operator_evidence(code: str, reference: Profile | None) -> list[str]:
     """Why the candidate's source hides operators from the profiler (empty if it does not): it
     switches operator recording off, redispatches an operator below its recorded call, or calls
     one of the reference's operators, or library compute of any family, past the dispatcher
-    (at::native::addmm, at::cpu::mm, at::cuda::blas::gemm). Either counts as falling back: the
-    fallback rules cannot see it otherwise."""
+    (at::native::addmm, at::cpu::mm, at::cuda::blas::gemm), or a BLAS or DNN library directly,
+    or pastes tokens into names. Each counts as falling back: the fallback rules cannot see it
+    otherwise."""
     code = COMMENT.sub("", code)
     evidence = [f"switches PyTorch's operator recording off ({name}): the profiler cannot see what it runs"
                 for name in sorted(set(RECORDING_OFF.findall(code)))]
     if REDISPATCH.search(code):
         evidence.append("redispatches an operator below the call the profiler records")
-    evidence += [f"uses at::{namespace}'s kernels unqualified (using namespace), past the dispatcher"
+    evidence += [f"uses at::{namespace}'s kernels through a using-directive or an alias, past the dispatcher"
                  for namespace in sorted(set(USING_KERNELS.findall(code)))]
+    if TOKEN_PASTING.search(code):
+        evidence.append("builds names by pasting tokens in a macro (##), which no check of its source can read")
+    evidence += [f"calls library compute directly ({name.replace(' ', '')}), unseen by the profiler"
+                 for name in sorted(set(LIBRARY_CALL.findall(code)))]
     reference_ops = compute_ops(reference) if reference else set()
     for namespace, path, name in sorted(set(PAST_DISPATCHER.findall(code))):
         op = op_name(name)

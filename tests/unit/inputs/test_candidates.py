@@ -66,6 +66,15 @@ def test_kinds():
     assert classify_kind("load_inline(name='a', cpp_sources=s, cuda_sources=c)") is CandidateKind.cuda
     assert classify_kind("load_inline(name='a', cpp_sources=s)") is CandidateKind.cpp
     assert classify_kind("import torch") is CandidateKind.python
+    # What compiles is read from code, not comments (nor, for C++, strings): a red team's comment
+    # had made PyTorch calls pass as an extension's own work.
+    assert classify_kind("import torch  # built with load_inline\n# @triton.jit\n") is CandidateKind.python
+    assert classify_kind('name = "cpp_extension"\nsrc = """\nload_inline\n"""\n') is CandidateKind.python
+    assert classify_kind("from torch.utils.cpp_extension import load\nload(name='a', sources=['a.cpp'])") \
+        is CandidateKind.cpp
+    assert classify_kind('src = r"""\n__global__ void k() {}\n"""\nload_inline("k", "", cuda_sources=src)') \
+        is CandidateKind.cuda
+    assert classify_kind("def broken(:\n    load_inline(x)") is CandidateKind.cpp  # untokenizable: as written
     assert not CandidateKind.cuda.runs_on("cpu") and CandidateKind.cpp.runs_on("cpu")
     assert not CandidateKind.cpp.runs_on("cuda") and CandidateKind.python.runs_on("cuda")
 

@@ -42,7 +42,12 @@ def test_source_that_hides_operators_from_the_profiler_counts_as_falling_back():
     for hidden in ("at::cuda::blas::gemm<float>(a, b)", "at::native::cpublas::gemm(a, b)",
                    "at::redispatch::addmm(ks, b, x, w)", "at::_ops::mm::redispatch(ks, a, b)",
                    "handle.typed<Tensor(const Tensor&)>().redispatch(ks, x)",
-                   "torch.ops.aten.mm.default.redispatch(ks, a, b)", "using namespace at::native;\naddmm(b, x, w);"):
+                   "torch.ops.aten.mm.default.redispatch(ks, a, b)", "using namespace at::native;\naddmm(b, x, w);",
+                   "namespace K = at::cpu;\nK::addmm(b, x, w);", "namespace K = ::at::native; K::relu(x);",
+                   "#define GLUE(a, b) a##b\nat::GLUE(RecordFunction, Guard) g(false);",
+                   'extern "C" void sgemm_(...);\nsgemm_(&t, &n, &m);', "cblas_sgemm(CblasRowMajor, a, b)",
+                   "cublasSgemm(handle, op, op, m, n, k)", "cublasGemmEx(h, a, b)", "cublasLtMatmul(h, d, a)",
+                   "cudnnConvolutionForward(h, a, x)", "dnnl::matmul prim(desc);"):
         assert hidden_operator_evidence(hidden, relu), hidden
     honest = """
     #include <ATen/record_function.h>
@@ -53,6 +58,9 @@ def test_source_that_hides_operators_from_the_profiler_counts_as_falling_back():
     namespace at { namespace native { Tensor my_layer_norm_forward(const Tensor& x); } }
     auto z = at::native::my_layer_norm_forward(x);  // its own function, in ATen's namespace
     # a Python comment: at::native::addmm
+    #define CHECK_INPUT(x) TORCH_CHECK(x.is_contiguous(), #x " must be contiguous")
+    cublasHandle_t handle; cublasCreate(&handle); cublasSetStream(handle, stream); cudnnCreate(&h);
+    float sgemm_tile[16]; int dgemm_count = 0;  // names that only contain a library's
     """
     assert hidden_operator_evidence(honest, relu) == []
 
