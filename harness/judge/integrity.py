@@ -35,19 +35,21 @@ MOVES_DATA = {"contiguous", "clone", "copy", "to", "to_copy", "cat", "stack", "p
 # Library kernels that compute the same thing under other names: calling any member of a family
 # the reference uses counts as falling back to the reference. Stems are regular expressions, each
 # a whole word of the name: a red team's tensordot, addbmm and inner (a matmul), mse_loss and
-# dist (an MSE), huber_loss (a smooth L1 loss) and logsumexp had passed as no family (2026-12-04).
+# dist (an MSE), huber_loss (a smooth L1 loss) and logsumexp had passed as no family (2026-12-04),
+# and in a second round an embedding_bag with per-sample weights (a matmul).
 FAMILIES = {  # in order: the first family that names an operator takes it
     "attention": ("scaled_dot_product", "attention"),
     "interpolation": ("upsample", "grid_sampler", "interpolate", "affine_grid"),  # before upsample_bilinear's "bilinear"
-    "convolution": ("conv", "convolution"),
+    "convolution": ("conv", "convolution", "im2col", "col2im"),  # F.unfold is im2col
     "matrix multiply": ("mm", "matmul", "linear", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot",
                         "inner", "outer", "ger", "addr", "tensordot", "einsum", "gemm", "bilinear", "multi_dot",
-                        "chain_matmul", "kron"),
+                        "chain_matmul", "kron", "embedding_bag"),  # per-sample weights: a sparse matmul
     "softmax": ("softmax", "logsumexp"),
-    "normalization": ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm"),
+    "normalization": ("layer_norm", "batch_norm", "group_norm", "rms_norm", "instance_norm", "weight_norm"),
     "pooling": ("max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool", "lp_pool", "fractional_max_pool",
                 "max_unpool"),
-    "recurrent": ("lstm", "gru", "rnn_tanh", "rnn_relu"),
+    "recurrent": ("lstm", "gru", "rnn"),  # rnn_tanh, mkldnn_rnn_layer, cudnn_rnn
+    "fourier": ("fft", r"fft_\w+", "stft", "istft"),  # _fft_r2c, fft_rfft2
     "loss": (r"\w*loss", "cross_entropy", "binary_cross_entropy", "kl_div", "dist", "cdist", "pdist",
              "pairwise_distance", "cosine_similarity"),
 }

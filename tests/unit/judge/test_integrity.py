@@ -67,17 +67,22 @@ def test_source_that_hides_operators_from_the_profiler_counts_as_falling_back():
 
 def test_library_operators_are_known_by_family_under_any_of_their_names():
     """A red team's disguises (2026-12-04): the reference's matmul as tensordot, addbmm or inner,
-    its MSE as mse_loss or dist, its smooth L1 loss as huber_loss, a softmax's logsumexp."""
+    its MSE as mse_loss or dist, its smooth L1 loss as huber_loss, a softmax's logsumexp; then a
+    matmul as an embedding_bag with per-sample weights."""
     families = {"tensordot": "matrix multiply", "addbmm": "matrix multiply", "inner": "matrix multiply",
                 "bilinear": "matrix multiply", "int_mm": "matrix multiply", "mse_loss": "loss", "huber_loss": "loss",
                 "smooth_l1_loss": "loss", "nll_loss2d": "loss", "binary_cross_entropy_with_logits": "loss",
                 "dist": "loss", "cdist": "loss", "logsumexp": "softmax", "log_softmax": "softmax",
                 "upsample_bilinear2d": "interpolation", "cudnn_convolution": "convolution",
                 "conv_transpose2d": "convolution", "native_layer_norm": "normalization",
-                "max_pool2d_with_indices": "pooling", "lstm": "recurrent"}
+                "max_pool2d_with_indices": "pooling", "lstm": "recurrent", "embedding_bag": "matrix multiply",
+                "im2col": "convolution", "mkldnn_rnn_layer": "recurrent", "cudnn_rnn": "recurrent",
+                "thnn_fused_lstm_cell": "recurrent", "rnn_tanh": "recurrent", "fft_r2c": "fourier",
+                "fft_rfft2": "fourier", "stft": "fourier", "weight_norm_interface": "normalization"}
     assert {name: family_of(name) for name in families} == families
     for elementwise_or_reduction in ("relu", "add", "mul", "sum", "mean", "div", "amax", "exp", "gelu", "where",
-                                     "cumsum", "argmax", "gather", "linalg_vector_norm"):
+                                     "cumsum", "argmax", "gather", "linalg_vector_norm", "embedding",
+                                     "index_select", "sort"):
         assert family_of(elementwise_or_reduction) is None, elementwise_or_reduction
 
 
