@@ -84,7 +84,8 @@ HIDDEN_SPEED_FACTOR = 20.0
 # Operators that read, all their calls together, less than this share of the data the reference's
 # computing operators read do not do the reference's work, whatever their time on a problem of
 # microseconds: an honest C++ MSE's mean of its 64 row sums was 71% to 78% of a call (a red team,
-# 2026-12-04), and one that divided its sum by the count with PyTorch, its `div` 68%. Data read: each call's largest tensor argument (the CPU profiler's shapes), summed.
+# 2026-12-04), and one that divided its sum by the count with PyTorch, its `div` 68%. Data read:
+# each call's largest tensor argument (the CPU profiler's shapes), summed.
 LITTLE_DATA = 1 / 16
 
 
@@ -230,8 +231,8 @@ def fallback_evidence(reference: Profile | None, candidate: Profile, call_ms: fl
     whole call: up to that it is the interpreter's and the harness's (on a problem of
     microseconds half of a call: a renamed matmul measured at 37% to 100% of a 0.058 ms call,
     against a threshold of 36%), beyond it Python of its own; and not at all where every operator
-    it computes with is counted. Without `own_code`, with computing operators that read next to
-    none of the data (`hidden_compute`; `output_elements`: the outputs'), it is a fallback unless far slower
+    it computes with is counted. Without `own_code`, with operators that read next to none of the
+    data (`hidden_compute`; `output_elements`: the outputs'), it is a fallback unless far slower
     than the reference (HIDDEN_SPEED_FACTOR), or the problem is `degenerate` (an all-zeros or
     constant answer passes: nothing needs computing)."""
     reference_ops = compute_ops(reference) if reference else set()
