@@ -674,6 +674,17 @@ class Worker:
                 raise self._stopped(StopReason.broke_protocol,
                                     f"its inputs could not be written into its feed file during {phase}: {exc}") from None
 
+    def spoil(self, addresses: list[int], phase: str) -> None:
+        """Garbage written at `addresses` in the worker's memory (its last timed command's outputs,
+        read already), its whole tree stopped meanwhile: memory it returns again must be written
+        whole again, or the garbage shows when that output is checked."""
+        with self.stopped_all(f"its outputs to be spoiled during {phase}"):
+            try:
+                processes.spoil_memory(self.worker_pid, addresses)
+            except OSError as exc:
+                raise self._stopped(StopReason.broke_protocol,
+                                    f"the outputs it described could not be written during {phase}: {exc}") from None
+
     @contextlib.contextmanager
     def fed_back(self, refs: list[TensorRef], phase: str) -> Iterator[list[torch.Tensor]]:
         """The inputs last fed to it (`refs`, as `feed` answered), as its forward left them:

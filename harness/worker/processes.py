@@ -107,6 +107,10 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.process_vm_readv.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.POINTER(_IoVec),
                                    ctypes.c_ulong, ctypes.c_ulong]
 _libc.process_vm_readv.restype = ctypes.c_ssize_t
+_libc.process_vm_writev.argtypes = _libc.process_vm_readv.argtypes
+_libc.process_vm_writev.restype = ctypes.c_ssize_t
+GARBAGE = b"\xff\xff\xff\xff"  # a NaN as a float32, two as float16 or bfloat16; -1 as an integer
+IOV_MAX = 1024
 
 
 def read_memory(pid: int, address: int, into: int, length: int) -> None:
@@ -125,6 +129,29 @@ def read_memory(pid: int, address: int, into: int, length: int) -> None:
         if read == 0:
             raise OSError(errno.EFAULT, f"reading process {pid}'s memory stopped after {done} of {length} bytes")
         done += read
+
+
+def spoil_memory(pid: int, addresses: list[int]) -> None:
+    """Write GARBAGE at each of `addresses` in process `pid`'s memory: process_vm_writev, and where
+    that stops short (a page the process made read-only), /proc/<pid>/mem, which writes such pages
+    as a debugger does. OSError where neither can (memory it has not mapped, or shares read-only)."""
+    for start in range(0, len(addresses), IOV_MAX):
+        chunk = addresses[start:start + IOV_MAX]
+        source = ctypes.create_string_buffer(GARBAGE * len(chunk), len(GARBAGE) * len(chunk))
+        local = _IoVec(ctypes.addressof(source), len(source))
+        remote = (_IoVec * len(chunk))(*(_IoVec(address, len(GARBAGE)) for address in chunk))
+        if _libc.process_vm_writev(pid, ctypes.byref(local), 1, remote, len(chunk), 0) != len(source):
+            _force_words(pid, chunk)
+
+
+def _force_words(pid: int, addresses: list[int]) -> None:
+    descriptor = os.open(f"/proc/{pid}/mem", os.O_WRONLY)
+    try:
+        for address in addresses:
+            if os.pwrite(descriptor, GARBAGE, address) != len(GARBAGE):
+                raise OSError(errno.EFAULT, f"writing process {pid}'s memory at {address:#x} stopped short")
+    finally:
+        os.close(descriptor)
 
 
 def reading_refused() -> str | None:

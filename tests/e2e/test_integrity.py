@@ -396,3 +396,49 @@ def test_honest_kernels_get_no_flag_when_both_cores_are_busy(tmp_path):
         assert result["status"] == "ok" and sorted(result["flags"]) == ["busy_machine", "no_custom_kernel"], \
             (result["candidate"], result["flags"], result["evidence"])
         assert (result["timing"]["others_cores"] or 0.0) >= BUSY_CORES, result["timing"]
+
+
+def test_a_ring_of_outputs_whose_constant_part_was_written_once_is_caught(tmp_path):
+    """A padded relu, fifteen sixteenths zeros: a candidate that keeps more outputs than a command
+    has calls (a command's outputs are 128 MB at most: 32 of these), zeroed once at load, and writes only the relu's part each call, returns garbage
+    where the parent spoiled an earlier call's outputs (a red team's scored 4.1x against an honest
+    kernel's 1.0x before, 2026-12-04). One that writes its outputs whole is `ok`."""
+    write(tmp_path / "problems", "", "pad_relu.py", """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        class Model(nn.Module):
+            def forward(self, x):
+                return F.pad(torch.relu(x), (0, 15 * x.shape[1]))
+        def get_inputs():
+            return [torch.randn(256, 256)]
+        def get_init_inputs():
+            return []
+        """)
+    write(tmp_path / "c", "pad_relu", "whole.py", """
+        import torch
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.zeros(x.shape[0], 16 * x.shape[1])
+                torch.clamp(x, min=0.0, out=out[:, :x.shape[1]])
+                return out
+        """)
+    write(tmp_path / "c", "pad_relu", "ring.py", """
+        import torch
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ring, self.next = [torch.zeros(256, 16 * 256) for _ in range(40)], 0
+            def forward(self, x):
+                out, self.next = self.ring[self.next], (self.next + 1) % len(self.ring)
+                torch.clamp(x, min=0.0, out=out[:, :x.shape[1]])
+                return out
+        """)
+    assert main(["eval", str(tmp_path / "c"), "--problems", str(tmp_path / "problems"), "--out", str(tmp_path / "out"),
+                 "--device", "cpu", "--db", str(tmp_path / "h.db"), "--build-dir", str(tmp_path / "build")]) == 0
+    results = {r["candidate"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
+    assert results["pad_relu/whole.py"]["status"] == "ok", results["pad_relu/whole.py"]["error"]
+    ring = results["pad_relu/ring.py"]
+    assert ring["status"] in ("mismatch", "rejected"), (ring["status"], ring.get("speedup"))

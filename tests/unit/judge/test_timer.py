@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from harness.judge.timer import (BATCH_MS, BUSY_CORES, CHECKED_PER_BATCH, PROFILED_BATCH, checked_calls, ShortBatch, Timed, TimingPlan, Timer,
-                                 busy_machine, converged, median_interval, timing_bound, timing_stats, vouched_median)
+from harness.judge.timer import (BATCH_MS, BUSY_CORES, CHECKED_PER_BATCH, PROFILED_BATCH, SPOILED_WORDS, WORD, checked_calls,
+                                 ShortBatch, Timed, TimingPlan, Timer, busy_machine, spoiled_words, converged, median_interval, timing_bound, timing_stats, vouched_median)
 from harness.records import TimingBound
 from harness.worker import processes
 from harness.worker.protocol import Profile, Reply, TensorRef
@@ -58,6 +58,11 @@ class FakeWorker:
         self.commands, self.elapsed_ms, self.summary_s, self.call_s = [], elapsed_ms, summary_s, call_s
         self.summarized: list[int] = []
         self.ops: list[str] = []  # every command's op, in order, with the parent's checks ("check")
+        self.spoiled: list[list[int]] = []  # each `spoil`'s addresses
+
+    def spoil(self, addresses, phase):
+        self.ops.append("spoil")
+        self.spoiled.append(addresses)
 
     def request(self, command, phase):
         self.ops.append(command.op)
@@ -333,8 +338,25 @@ def test_on_the_cpu_outputs_are_read_where_they_are_then_let_go_on_no_clock():
     timed, _ = Timer(worker, plan(fixed=3), random.Random(5), batch=4, cap=4).run(
         check=lambda calls: worker.ops.append("check"), profiled=0)
     # The first command of a batched timing (after a pause) is made but not recorded or checked.
-    assert worker.ops == ["timed"] + ["release", "timed", "check"] * 3 + ["release"]
+    assert worker.ops == ["timed"] + ["spoil", "release", "timed", "check"] * 3 + ["spoil", "release"]
     assert all(c.locate for c in worker.commands) and timed.commit_ms == [] and len(timed.wall_ms) == 3
+
+
+def test_on_the_cpu_outputs_are_spoiled_after_they_are_read_and_before_they_are_let_go():
+    """Garbage at random in every call's outputs: a ring of outputs whose constant part was
+    written once, returned again later with only the rest written, shows it when checked (a
+    padded relu's had scored 4.1x against an honest 1.0x). Within the outputs, and a bounded
+    number of words however many calls."""
+    worker = FakeWorker()
+    Timer(worker, plan(fixed=3), random.Random(5), batch=4, cap=4).run(check=lambda calls: None, profiled=0)
+    spans = [(4096 * (call + 1), 4096 * (call + 1) + 8) for call in range(4)]  # each call's two floats
+    for addresses in worker.spoiled:
+        assert all(any(begin <= a and a + WORD <= end for begin, end in spans) for a in addresses)
+        assert {a // 4096 for a in addresses} == {1, 2, 3, 4} and all(a % WORD == 0 for a in addresses)
+    many = spoiled_words([ref(1 << 16)], [[1 << 30]] * 10_000, random.Random(1))
+    assert len(many) == 10_000  # a word a call where SPOILED_WORDS cannot go round
+    few = spoiled_words([ref(1 << 16)], [[1 << 30]], random.Random(1))
+    assert len(few) == SPOILED_WORDS and len(set(few)) > SPOILED_WORDS // 2
 
 
 def test_on_a_gpu_each_timed_command_is_followed_by_the_commit_of_its_outputs_timed_apart():

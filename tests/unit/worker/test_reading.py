@@ -285,3 +285,39 @@ def test_memory_that_keeps_the_read_waiting_gets_the_tree_killed_at_the_phases_t
     finally:
         processes.kill_tree(worker.pid)
         discard(worker)
+
+
+# A launcher whose first child holds 1,000 floats (0, 1, 2, ...) and a page it made read-only, and
+# says where both are.
+READ_ONLY_HOLDER = textwrap.dedent("""
+    import array, ctypes, mmap, os, time
+    if os.fork() == 0:
+        values = array.array("f", [float(i) for i in range(1000)])
+        page = mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        start = ctypes.addressof(ctypes.c_char.from_buffer(page))
+        ctypes.CDLL(None).mprotect(ctypes.c_void_p(start), mmap.PAGESIZE, mmap.PROT_READ)
+        os.write(1, f"{values.buffer_info()[0]} {start}\\n".encode())
+    time.sleep(600)
+""")
+
+
+def test_outputs_are_spoiled_where_they_lie_read_only_pages_too():
+    """Garbage written where the parent says, the worker's tree stopped meanwhile; a page the worker
+    made read-only (a ring it would hide from the garbage) is written as a debugger writes it."""
+    worker = worker_reading(READ_ONLY_HOLDER)
+    worker._worker_pid = None
+    try:
+        values, page = map(int, worker.process.stdout.readline().split())
+        worker.spoil([values + 4 * 7, values + 4 * 999, page + 64], "test")
+        ref = TensorRef(dtype="float32", shape=[1000], stride=[1], storage_offset=0, device="cpu", address=values)
+        with worker.reading([ref], "test", located_limit=4032) as (read,):
+            spoiled = torch.isnan(read).nonzero().flatten().tolist()
+        assert spoiled == [7, 999] and read[8] == 8
+        raw = torch.empty(4, dtype=torch.uint8)
+        processes.read_memory(worker.worker_pid, page + 64, raw.data_ptr(), 4)
+        assert raw.tolist() == [255] * 4
+        with pytest.raises(OSError):  # memory it has not mapped: the worker broke the protocol
+            processes.spoil_memory(worker.worker_pid, [8])
+    finally:
+        processes.kill_tree(worker.pid)
+        discard(worker)
