@@ -363,7 +363,8 @@ class Timer:
         if self._located is None:
             return Reply(ok=True)
         (outputs, addresses), self._located = self._located, None
-        self.worker.spoil(spoiled_words(outputs, addresses, self.rng), self.phase)
+        if words := spoiled_words(outputs, addresses, self.rng):
+            self.worker.spoil(words, self.phase)
         return self.worker.request(Command(op="release"), self.phase)
 
     def _settle(self) -> Reply:
