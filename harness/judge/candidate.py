@@ -376,7 +376,8 @@ class CandidateRun:
     def _timer(self, worker: Worker, batch: int) -> Timer:
         drain = (lambda: self.reference.busy_ms(IDLE_WAIT_S)) if self.config.device == "cuda" else None
         return Timer(worker, TimingPlan.of(self.config), self.rng, quiet=lambda: self.quiet([worker.pid, self.reference.worker.pid]),
-                     feed=self.reference.feeding(worker), batch=batch, cap=self.reference.batch_cap, insist=True, drain=drain)
+                     feed=self.reference.feeding(worker), batch=batch, cap=self.reference.batch_cap, insist=True, drain=drain,
+                     spoil=True)
 
     def _time(self, worker: Worker, timed: Timed) -> Verdict | None:
         """Its timing, held to the parent's clock. One the clock contradicts is measured once more,

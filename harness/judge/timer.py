@@ -245,7 +245,8 @@ class Timer:
 
     def __init__(self, worker: Worker, plan: TimingPlan, rng: random.Random, phase: str = "timing",
                  quiet: Callable[[], ContextManager] = contextlib.nullcontext, feed: Feed | None = None,
-                 batch: int = 1, cap: int = 1, insist: bool = False, drain: Callable[[], float] | None = None):
+                 batch: int = 1, cap: int = 1, insist: bool = False, drain: Callable[[], float] | None = None,
+                 spoil: bool = False):
         """`quiet()` is held around the timed calls (on a CPU run: the run's other workers frozen);
         `feed(seeds)` writes the inputs of seeds into the worker (None: it makes them itself);
         `batch`: calls per timed command, at most `cap` (`warm_up` sizes it when `cap` allows more
@@ -253,9 +254,11 @@ class Timer:
         `drain()`: on a GPU, how long in ms the GPU goes on running the worker's work after a
         verified command's reply, charged to that command (see `_run`). A window of `quiet()` may
         measure what processes outside the run used meanwhile (`processes.OthersCpu`, recorded as
-        `Timed.others_cores`)."""
+        `Timed.others_cores`). `spoil`: garbage goes into a CPU command's outputs before they are
+        let go (`spoiled_words`; a candidate's, not the trusted reference's, which may return a
+        buffer of its own)."""
         self.worker, self.plan, self.rng, self.phase, self.quiet, self.feed = worker, plan, rng, phase, quiet, feed
-        self.batch, self.cap, self.insist, self.drain = batch, cap, insist, drain
+        self.batch, self.cap, self.insist, self.drain, self.spoil = batch, cap, insist, drain, spoil
         # The last timed command's outputs (CPU), held where they are until `release`: their
         # descriptions and each call's addresses.
         self._located: tuple[list[TensorRef], list[list[int]]] | None = None
@@ -363,7 +366,7 @@ class Timer:
         if self._located is None:
             return Reply(ok=True)
         (outputs, addresses), self._located = self._located, None
-        if words := spoiled_words(outputs, addresses, self.rng):
+        if self.spoil and (words := spoiled_words(outputs, addresses, self.rng)):
             self.worker.spoil(words, self.phase)
         return self.worker.request(Command(op="release"), self.phase)
 
