@@ -29,8 +29,8 @@ from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped, g
 from ..worker.protocol import Command, ParamDigest, Reply, TensorRef
 from . import verdicts
 from .compare import FusedComparison, compare_forms, compare_outputs
-from .integrity import (fallback_evidence, fingerprint, hidden_operator_evidence, mutated_inputs, outputs_shared,
-                        profiled_too_slow)
+from .integrity import (fallback_evidence, fingerprint, hidden_library_evidence, hidden_operator_evidence,
+                        mutated_inputs, outputs_shared, profiled_too_slow)
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
 from .reference import (TRIAL_SEED_OFFSET, Quiet, Recalibration, ReferenceRunner, no_quiet, release_device_cache,
                         surely_faster, worker_job)
@@ -377,7 +377,7 @@ class CandidateRun:
         drain = (lambda: self.reference.busy_ms(IDLE_WAIT_S)) if self.config.device == "cuda" else None
         return Timer(worker, TimingPlan.of(self.config), self.rng, quiet=lambda: self.quiet([worker.pid, self.reference.worker.pid]),
                      feed=self.reference.feeding(worker), batch=batch, cap=self.reference.batch_cap, insist=True, drain=drain,
-                     spoil=True)
+                     spoil=True, sample=self.config.device == "cpu")
 
     def _time(self, worker: Worker, timed: Timed) -> Verdict | None:
         """Its timing, held to the parent's clock. One the clock contradicts is measured once more,
@@ -478,6 +478,8 @@ class CandidateRun:
                                       degenerate=Flag.degenerate_problem in self.observed.flags,
                                       output_elements=self.reference.output_elements)
             evidence += [e for e in found if e not in evidence]
+        if Flag.degenerate_problem not in self.observed.flags:
+            evidence += hidden_library_evidence(timed.cpu_samples, timed.profiles, self.reference.timed.cpu_samples)
         return verdicts.of_fallback(evidence)
 
     def _profiled_too_slow(self, worker: Worker, timed: Timed, reference_ops: int) -> Verdict | None:

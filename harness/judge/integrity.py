@@ -12,6 +12,7 @@ import statistics
 import torch
 
 from ..worker.protocol import ALLOWED_DTYPES, Profile, TensorRef
+from ..worker.sampling import CpuSamples
 from .compare import chunk_elements
 
 # Operators that allocate, reshape, move or copy data: allowed in any candidate's forward. Named
@@ -87,6 +88,15 @@ HIDDEN_SPEED_FACTOR = 20.0
 # 2026-12-04), and one that divided its sum by the count with PyTorch, its `div` 68%. Data read:
 # each call's largest tensor argument (the CPU profiler's shapes), summed.
 LITTLE_DATA = 1 / 16
+# CPU time the worker's threads spent in PyTorch's or a numeric library's compute code, sampled from
+# outside (worker/sampling.py), beyond what its recorded operators explain: at this share of the
+# reference's own time there, the library did the reference's work out of the profiler's sight.
+# A red team's extension that computed nothing (`int noop()`) beside a softmax redispatched below
+# the recorded call passed at 0.59x to 0.85x, against an honest C++ softmax's 0.08x (2026-12-04).
+# Only where the reference spends MIN_LIBRARY_MS a call there, in MIN_LIBRARY_SAMPLES samples at
+# least: on a problem of microseconds dispatch and allocation are most of any call's library time.
+HIDDEN_LIBRARY_SHARE = 0.5
+MIN_LIBRARY_MS, MIN_LIBRARY_SAMPLES = 0.1, 64
 
 
 def op_name(qualified: str) -> str:
@@ -289,6 +299,30 @@ def hidden_compute(candidate: Profile, reference: Profile, output_elements: int,
         else "no operator the profiler recorded computes or copies data"
     return [f"{seen}; it has no code of its own and runs at {speedup:.2f}x the reference: what computes is hidden "
             "from the profiler (or is torch.compile's, or numpy's)"]
+
+
+def operator_ms(profile: Profile | None) -> float:
+    """A call's time in the operators the profiler recorded (the outermost ones, glue included)."""
+    return sum(profile.top_op_ms.values()) if profile else 0.0
+
+
+def hidden_library_evidence(candidate: CpuSamples | None, profiles: list[Profile], reference: CpuSamples | None) -> list[str]:
+    """Why the candidate's library compute, sampled from outside, is the reference's work hidden
+    from the profiler: its CPU time a call in library code, less what its recorded operators can
+    explain (their time on every core it may use), is at least HIDDEN_LIBRARY_SHARE of the
+    reference's. Empty where either was not sampled or the reference spends too little there to
+    tell."""
+    if candidate is None or reference is None or not candidate.calls:
+        return []
+    reference_ms = reference.library_ms_per_call
+    if reference.library < MIN_LIBRARY_SAMPLES or reference_ms < MIN_LIBRARY_MS:
+        return []
+    unseen = candidate.library_ms_per_call - candidate.cores * max(map(operator_ms, profiles), default=0.0)
+    if unseen < HIDDEN_LIBRARY_SHARE * reference_ms:
+        return []
+    return [f"{unseen:.3g} ms of CPU time a call ran in PyTorch's (or a numeric library's) compute code that no "
+            f"recorded operator explains, {unseen / reference_ms:.0%} of the reference's {reference_ms:.3g} ms "
+            "there: a library does its work out of the profiler's sight"]
 
 
 def profiled_too_slow(candidate, reference, reference_ops: int, device: str) -> str | None:

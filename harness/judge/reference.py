@@ -195,7 +195,7 @@ class ReferenceRunner:
         if self.config.device == "cuda":
             self.floor = self._request(Command(op="floor", seed=self.rng.getrandbits(62)), "floor").floor
         self.batch_cap = self._batch_cap()
-        timed = self._time(TimingPlan.of(self.config), profiled=1, warm_up=True, size=True)
+        timed = self._time(TimingPlan.of(self.config), profiled=1, warm_up=True, size=True, sample=True)
         if needs_second_look(timed.reported_ms):
             again = self._time(TimingPlan.of(self.config), profiled=0)
             timed.reported_ms += again.reported_ms
@@ -231,12 +231,12 @@ class ReferenceRunner:
     def _batch_bytes(self) -> int:
         return int(GPU_BATCH_SHARE * self.memory_bytes) if self.config.device == "cuda" else BATCH_BYTES
 
-    def _time(self, plan: TimingPlan, profiled: int, warm_up: bool = False, size: bool = False,
+    def _time(self, plan: TimingPlan, profiled: int, warm_up: bool = False, size: bool = False, sample: bool = False,
               batch: int | None = None) -> Timed:
         """Timed calls, `batch` to a command (its own batch by default); with `size`, its batch is
-        sized first, after the warm-up."""
+        sized first, after the warm-up; with `sample`, its threads sampled (on a CPU run)."""
         timer = Timer(self.worker, plan, self.rng, "reference timing", self._quiet, self.feeding(self.worker),
-                      batch=batch or self.batch, cap=self.batch_cap)
+                      batch=batch or self.batch, cap=self.batch_cap, sample=sample and self.config.device == "cpu")
         if warm_up:
             self._checked(lambda: timer.warm_up(size=size), "warm-up")
             if size:

@@ -37,7 +37,7 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import ContextManager
 
@@ -45,6 +45,7 @@ from pydantic import BaseModel
 
 from ..records import EvalConfig, TimingBound, TimingStats
 from ..worker import processes
+from ..worker.sampling import CpuSamples, Sampler
 from ..worker.parent import Worker
 from ..worker.protocol import ALLOWED_DTYPES, Command, Profile, Reply, TensorRef, call_outputs
 
@@ -115,6 +116,11 @@ PROFILED_BATCH = {"cpu": 8, "cuda": 1}
 # one process_vm_writev of 1,024 pieces, 1.5 ms a command with the worker stopped and resumed on
 # the 2-core VM.
 SPOILED_WORDS, WORD = 1024, 4
+# Timed commands sampled from outside instead of recorded (a CPU run's candidates and references,
+# worker/sampling.py), chosen like the profiled ones: sampling slows a call (about 10 us a sample
+# on the 2-core VM, where a timer interrupt leaves the VM), so their times would bias the median.
+# Two commands gave 600 to 3,500 samples each for the main job's kernels and a 0.1 ms softmax's.
+SAMPLED_COMMANDS = 2
 
 
 @dataclass(frozen=True)
@@ -175,6 +181,9 @@ class Timed:
     batch: int = 1  # calls per timed command: each time above is per call, the command's over this
     profiled_most: int = PROFILED_BATCH["cpu"]  # calls per profiled command, at most
     others_cores: float | None = None  # a CPU run: cores other processes kept busy meanwhile (processes.OthersCpu)
+    cpu_samples: CpuSamples | None = None  # a CPU run: where the worker's threads ran, sampled from outside
+    sampled_commands: int = 0
+    sampled_calls: int = 0  # calls of the sampled commands (not in the lists above)
 
     @property
     def profiled_batch(self) -> int:
@@ -247,7 +256,7 @@ class Timer:
     def __init__(self, worker: Worker, plan: TimingPlan, rng: random.Random, phase: str = "timing",
                  quiet: Callable[[], ContextManager] = contextlib.nullcontext, feed: Feed | None = None,
                  batch: int = 1, cap: int = 1, insist: bool = False, drain: Callable[[], float] | None = None,
-                 spoil: bool = False):
+                 spoil: bool = False, sample: bool = False):
         """`quiet()` is held around the timed calls (on a CPU run: the run's other workers frozen);
         `feed(seeds)` writes the inputs of seeds into the worker (None: it makes them itself);
         `batch`: calls per timed command, at most `cap` (`warm_up` sizes it when `cap` allows more
@@ -257,9 +266,12 @@ class Timer:
         measure what processes outside the run used meanwhile (`processes.OthersCpu`, recorded as
         `Timed.others_cores`). `spoil`: garbage goes into a CPU command's outputs before they are
         let go (`spoiled_words`; a candidate's, not the trusted reference's, which may return a
-        buffer of its own)."""
+        buffer of its own). `sample`: the worker's threads are sampled (worker/sampling.py) in
+        timed commands chosen at random, whose times are not recorded (`Timed.cpu_samples`)."""
         self.worker, self.plan, self.rng, self.phase, self.quiet, self.feed = worker, plan, rng, phase, quiet, feed
         self.batch, self.cap, self.insist, self.drain, self.spoil = batch, cap, insist, drain, spoil
+        self.sample = sample
+        self._sampler: Sampler | None = None  # during a `run` that samples the worker
         # The last timed command's outputs (CPU), held where they are until `release`: their
         # descriptions and each call's addresses.
         self._located: tuple[list[TensorRef], list[list[int]]] | None = None
@@ -302,16 +314,29 @@ class Timer:
 
     def run(self, check: Check | None = None, profiled: int = MIN_PROFILED) -> tuple[Timed, object]:
         """(what was measured, the first thing `check` objected to, or the failed reply, or None)."""
-        with self.quiet() as others:
+        with self.quiet() as others, self._sampling() as sampler:
             timed, failed = self._run(check, profiled)
         timed.others_cores = others.cores if isinstance(others, processes.OthersCpu) else None
+        if sampler is not None and sampler.samples is not None:
+            timed.cpu_samples = sampler.samples.model_copy(update={"calls": timed.sampled_calls})
         if failed is None and not (released := self._let_go()).ok:
             return timed, released
         return timed, failed
 
+    @contextlib.contextmanager
+    def _sampling(self) -> Iterator[Sampler | None]:
+        if not self.sample:
+            yield None
+            return
+        with Sampler(lambda: processes.tree(self.worker.worker_pid)) as self._sampler:
+            try:
+                yield self._sampler
+            finally:
+                self._sampler = None
+
     def _run(self, check, profiled: int) -> tuple[Timed, object]:
         timed, began, commands = Timed(batch=self.batch, profiled_most=PROFILED_BATCH[self.plan.device]), time.monotonic(), 0
-        profile_at = self._profile_calls(profiled)
+        profile_at, sample_at = self._special_commands(profiled, SAMPLED_COMMANDS if self._sampling_now else 0)
         if self.batch > 1:
             # A batch's first command after a pause (a recalibration, a sizing) paid twice the
             # commit of the next ones (memory handed back slowly, a commit buffer grown): it is not
@@ -319,14 +344,14 @@ class Timer:
             primed, _, _ = self._call(None, [self.seed() for _ in range(self.batch)], profile=False)
             if not primed.ok:
                 return timed, primed
-        while not self._done(timed, began, len(profile_at)):
-            profiled = commands in profile_at
+        while not self._done(timed, began, len(profile_at), len(sample_at)):
+            profiled, sampled = commands in profile_at, commands in sample_at
             seeds = [self.seed() for _ in range(timed.profiled_batch if profiled else self.batch)]
             # A batch is verified every time (some of its calls, `checked_calls`): batched timings
             # stop after a handful of commands, which a coin would leave all unchecked now and then.
             verify = check is not None and (len(seeds) > 1 or
                                             self.rng.random() < (VERIFY_EARLY if commands < EARLY_CALLS else VERIFY_LATE))
-            reply, fed, wall_ms = self._call(timed, seeds, profile=profiled)
+            reply, fed, wall_ms = self._call(timed, seeds, profile=profiled, sampled=sampled)
             commands += 1
             if not reply.ok:
                 return timed, reply
@@ -396,23 +421,26 @@ class Timer:
             timed.profiles.append(summary.profile.per_call(timed.profiled_batch))
         return summary
 
-    def _call(self, timed: Timed | None, seeds: list[int],
-              profile: bool) -> tuple[Reply, list[TensorRef] | None, float]:
+    def _call(self, timed: Timed | None, seeds: list[int], profile: bool,
+              sampled: bool = False) -> tuple[Reply, list[TensorRef] | None, float]:
         """One timed command, a call per seed: recorded per call in `timed` (None: not recorded)
         if it succeeded; the reply, where its inputs were fed (if they were), and its time by the
         parent's clock. On a CPU run the reply says where the outputs are in the worker's memory,
         read there by the parent (`check`) before the worker gets another command, the first of
         which lets them go (`release`, on no clock); on a GPU they are described (`commit`,
-        timed apart, the commit's time included in the wall). Fed inputs go with no seeds."""
+        timed apart, the commit's time included in the wall). Fed inputs go with no seeds. A
+        `sampled` command's threads are sampled, and its time is not recorded (sampling slows a
+        call)."""
         if not (released := self._let_go()).ok:
             return released, None, 0.0
         fed, calls = self._fed(seeds), len(seeds)
         locate = self.plan.device == "cpu"
         command = Command(op="timed", seeds=[] if fed is not None else seeds, calls=calls, fed=fed, profile=profile,
                           locate=locate)
-        sent = time.perf_counter()
-        reply = self.worker.request(command, self.phase)
-        committing = time.perf_counter()
+        with self._sampler.watching() if sampled else contextlib.nullcontext():
+            sent = time.perf_counter()
+            reply = self.worker.request(command, self.phase)
+            committing = time.perf_counter()
         self._located = (reply.outputs or [], reply.addresses or []) if locate and reply.ok else None
         if reply.ok and not locate:
             committed = self.worker.request(Command(op="commit", calls=calls), self.phase)
@@ -422,7 +450,10 @@ class Timer:
         if not reply.ok or timed is None:
             return reply, fed, wall_ms
         timed.threads_alive = max(timed.threads_alive, reply.threads_alive)
-        if profile:  # its profile is asked for next (`_profile`)
+        if sampled:
+            timed.sampled_commands += 1
+            timed.sampled_calls += calls
+        elif profile:  # its profile is asked for next (`_profile`)
             timed.profiled_wall_ms.append(wall_ms / calls)
         else:
             timed.reported_ms.append(reply.elapsed_ms / calls)
@@ -431,14 +462,21 @@ class Timer:
                 timed.commit_ms.append(commit_ms / calls)
         return reply, fed, wall_ms
 
-    def _profile_calls(self, count: int) -> set[int]:
-        """Which calls are profiled: `count` at random among the first calls every timing makes."""
-        first = min(self.plan.min_trials, self.plan.fixed or self.plan.min_trials) + count
-        return set(self.rng.sample(range(first), count)) if count else set()
+    @property
+    def _sampling_now(self) -> bool:
+        return self._sampler is not None and self._sampler.active
 
-    def _done(self, timed: Timed, began: float, profiles_due: int) -> bool:
+    def _special_commands(self, profiled: int, sampled: int) -> tuple[set[int], set[int]]:
+        """Which commands are profiled and which sampled: so many at random among the first
+        commands every timing makes."""
+        first = min(self.plan.min_trials, self.plan.fixed or self.plan.min_trials) + profiled + sampled
+        chosen = self.rng.sample(range(first), profiled + sampled)
+        return set(chosen[:profiled]), set(chosen[profiled:])
+
+    def _done(self, timed: Timed, began: float, profiles_due: int, samples_due: int) -> bool:
         n, plan = len(timed.reported_ms), self.plan
-        if len(timed.profiles) < profiles_due:  # its calls are among the first ones: never skipped
+        # Profiled and sampled commands are among the first ones: never skipped.
+        if len(timed.profiles) < profiles_due or timed.sampled_commands < samples_due:
             return False
         if plan.fixed is not None:
             timed.stopped = "fixed"

@@ -9,6 +9,7 @@ import torch
 
 from harness.cli import main
 from harness.judge.timer import BUSY_CORES
+from harness.worker import sampling
 
 from tests.support import DATA
 
@@ -442,3 +443,53 @@ def test_a_ring_of_outputs_whose_constant_part_was_written_once_is_caught(tmp_pa
     assert results["pad_relu/whole.py"]["status"] == "ok", results["pad_relu/whole.py"]["error"]
     ring = results["pad_relu/ring.py"]
     assert ring["status"] in ("mismatch", "rejected"), (ring["status"], ring.get("speedup"))
+
+
+def test_an_extension_that_computes_nothing_beside_library_work_hidden_from_the_profiler_is_caught(tmp_path):
+    """Code of its own that does nothing (`int noop()`), beside the reference's softmax
+    redispatched below the call the profiler records, through a name built at run time: no
+    operator recorded, and its own code counts its time. Sampled from outside, its threads run
+    PyTorch's compute code as long as the reference's do (a red team's had passed at 0.59x to
+    0.85x against an honest C++ softmax's 0.08x, 2026-12-04). A softmax composed of PyTorch
+    operators the profiler records is judged by the fallback rules, and passes (with no kernel of
+    its own)."""
+    write(tmp_path / "problems", "", "mid_softmax.py", """
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.softmax(x, dim=1)
+        def get_inputs():
+            return [torch.randn(256, 2048)]
+        def get_init_inputs():
+            return []
+        """)
+    write(tmp_path / "c", "mid_softmax", "noop_beside_hidden.py", """
+        import torch
+        import torch.nn as nn
+        from torch.utils.cpp_extension import load_inline
+        _noop = load_inline(name="noop_ext", cpp_sources="int noop() { return 0; }", functions=["noop"])
+        _call = getattr(torch.ops.aten._softmax.default, "re" + "dispatch")
+        _keys = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                _noop.noop()
+                return _call(_keys, x, 1, False)
+        """)
+    write(tmp_path / "c", "mid_softmax", "composed.py", """
+        import torch
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                e = torch.exp(x - x.amax(dim=1, keepdim=True))
+                return e / e.sum(dim=1, keepdim=True)
+        """)
+    assert main(["eval", str(tmp_path / "c"), "--problems", str(tmp_path / "problems"), "--out", str(tmp_path / "out"),
+                 "--device", "cpu", "--db", str(tmp_path / "h.db"), "--build-dir", str(tmp_path / "build")]) == 0
+    results = {r["candidate"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
+    composed, hidden = results["mid_softmax/composed.py"], results["mid_softmax/noop_beside_hidden.py"]
+    assert composed["status"] == "ok" and composed["flags"] == ["no_custom_kernel"], (composed["status"], composed["error"])
+    if (refusal := sampling.refused()) is not None:
+        pytest.skip(f"this host does not let the harness sample a worker: {refusal}")
+    assert hidden["status"] == "rejected" and hidden["flags"] == ["reference_fallback"], (hidden["status"], hidden["error"])
+    assert "no recorded operator explains" in hidden["error"]

@@ -27,6 +27,7 @@ class Recording:
     def __init__(self, name: str, events: list, idle: list[bool] | None = None, warm_ms: float | None = None):
         """`idle`: the reference's answers to idle checks, in order; `warm_ms`: its fastest warm-up call."""
         self.name, self.events, self.pid = name, events, 1
+        self.worker_pid = os.getpid()  # a live process to sample (this one) where timing samples it
         self.budget_left = 0  # the reference's memory budget for checked outputs
         self.idle = idle or []
         self.warm_ms = warm_ms

@@ -3,11 +3,12 @@ differently when profiled, and changing the inputs."""
 
 import torch
 
-from harness.judge.integrity import (FALLBACK_SHARE, family_of, fallback_evidence, hidden_operator_evidence, mutated_inputs, op_name,
-                                     outputs_shared,
+from harness.judge.integrity import (FALLBACK_SHARE, family_of, fallback_evidence, hidden_library_evidence,
+                                     hidden_operator_evidence, mutated_inputs, op_name, outputs_shared,
                                      profiled_too_slow)
 from harness.judge.timer import Timed
 from harness.worker.protocol import KernelTime, Profile, TensorRef
+from harness.worker.sampling import CpuSamples
 
 CONV_REFERENCE = Profile(ops=["aten::conv2d", "aten::convolution", "aten::_convolution", "aten::empty"],
                          kernels=[KernelTime(name="implicit_convolve_sgemm", device_ms=1.0, operator="aten::conv2d"),
@@ -310,3 +311,40 @@ def test_calls_of_one_command_that_return_the_same_memory_are_told_apart_from_ca
     assert not outputs_shared([[output(16, handle=handle, offset=0)], [output(16, handle=handle, offset=64)]])
     assert not outputs_shared([[output(16)], [output(16)]])  # stacked in the commit buffer: nothing to tell
     assert not outputs_shared([[output(0, address=4096)], [output(0, address=4096)]])  # no elements
+
+
+def sampled(library: int, calls: int, samples: int = 10_000, cores: int = 2) -> CpuSamples:
+    return CpuSamples(period_ms=0.05, samples=samples, library=library, calls=calls, cores=cores)
+
+
+def test_library_time_no_recorded_operator_explains_is_the_reference_hidden_from_the_profiler():
+    """Sampled from outside: an extension that computes nothing beside a softmax redispatched
+    below the profiler spent 123% of the reference's library time a call there (0.37 against
+    0.30 ms), an honest C++ softmax 11% (its allocation and dispatch)."""
+    reference = sampled(library=1344, calls=224)
+    hidden = hidden_library_evidence(sampled(library=472, calls=64), [Profile(ops=[]), Profile(ops=[])], reference)
+    assert len(hidden) == 1 and "no recorded operator explains" in hidden[0] and "123%" in hidden[0]
+    honest = sampled(library=35, calls=54)
+    assert hidden_library_evidence(honest, [Profile(ops=["aten::empty_like"], top_op_ms={"aten::empty_like": 0.01})],
+                                   reference) == []
+
+
+def test_library_time_its_recorded_operators_explain_is_left_to_the_fallback_rules():
+    """A candidate that computes with operators the profiler sees is judged by its share of the
+    time (fallback_evidence), not as hidden work: their time counts on every core it may use (an
+    honest softmax of five PyTorch operators, 0.31 ms of library time a call beyond their time
+    on one core, had been taken for hidden work)."""
+    reference = sampled(library=1344, calls=224)
+    composed = [Profile(ops=["aten::exp", "aten::sum"], top_op_ms={"aten::exp": 0.15, "aten::sum": 0.05})]
+    assert hidden_library_evidence(sampled(library=472, calls=64, cores=2), composed, reference) == []
+    assert hidden_library_evidence(sampled(library=472, calls=64, cores=1), composed, reference) != []
+
+
+def test_a_reference_with_little_library_time_says_nothing_about_hidden_work():
+    """On a problem of microseconds, dispatch and allocation are most of any call's library time
+    (an honest candidate's as much as the reference's); and too few samples say nothing."""
+    quick = sampled(library=2000, calls=10_000)  # 0.01 ms a call
+    assert hidden_library_evidence(sampled(library=2000, calls=10_000), [Profile(ops=[])], quick) == []
+    few = sampled(library=40, calls=4)  # 0.5 ms a call, in 40 samples
+    assert hidden_library_evidence(sampled(library=40, calls=4), [Profile(ops=[])], few) == []
+    assert hidden_library_evidence(None, [Profile(ops=[])], sampled(library=1344, calls=224)) == []

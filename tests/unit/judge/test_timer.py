@@ -4,11 +4,14 @@ which calls are checked and profiled, and how far a worker's reported times are 
 import contextlib
 import random
 import statistics
+import subprocess
+import sys
 import time
 
 import pytest
 
-from harness.judge.timer import (BATCH_MS, BUSY_CORES, CHECKED_PER_BATCH, PROFILED_BATCH, SPOILED_WORDS, WORD, checked_calls,
+from harness.judge.timer import (BATCH_MS, BUSY_CORES, CHECKED_PER_BATCH, PROFILED_BATCH, SAMPLED_COMMANDS, SPOILED_WORDS, WORD,
+                                 checked_calls,
                                  ShortBatch, Timed, TimingPlan, Timer, busy_machine, spoiled_words, converged, median_interval, timing_bound, timing_stats, vouched_median)
 from harness.records import TimingBound
 from harness.worker import processes
@@ -535,3 +538,25 @@ def test_a_speed_timed_beside_other_processes_says_the_machine_was_busy():
     assert "kept 1.30 cores busy while it was timed and 0.00 while the reference was" in busy_machine(stats(1.3), stats(0.0))
     assert "kept 0.80 cores busy while it was timed and unmeasured while" in busy_machine(stats(0.8), stats(None))
     assert "0.00 cores busy while it was timed and 0.90 while the reference was" in busy_machine(stats(0.0), stats(0.9))
+
+
+def test_two_commands_at_random_among_the_first_are_sampled_from_outside_and_not_recorded():
+    """Sampling slows a call (a timer interrupt per sample), so a sampled command's time is not
+    the candidate's: it is made besides the recorded ones, like a profiled one, and the worker is
+    not told."""
+    class Sampled(FakeWorker):
+        def __init__(self, pid):
+            super().__init__()
+            self.worker_pid = pid
+
+    with subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE) as child:
+        worker = Sampled(child.pid)
+        timed, _ = Timer(worker, plan(fixed=6), random.Random(3), batch=4, cap=4, sample=True).run(profiled=2)
+        child.stdin.close()
+    if timed.cpu_samples is None:
+        pytest.skip("this host does not let the harness sample a child process (perf_event_paranoid, seccomp)")
+    assert len(timed.reported_ms) == 6 and len(timed.profiles) == 2
+    assert timed.sampled_commands == SAMPLED_COMMANDS and timed.cpu_samples.calls == 4 * SAMPLED_COMMANDS
+    assert len(worker.commands) == 1 + 6 + 2 + SAMPLED_COMMANDS  # the first, unrecorded batch too
+    unsampled, _ = Timer(FakeWorker(), plan(fixed=6), random.Random(3), batch=4, cap=4).run(profiled=2)
+    assert unsampled.cpu_samples is None and unsampled.sampled_commands == 0

@@ -1,0 +1,286 @@
+"""Where a worker's threads spend their CPU time, seen from outside: the kernel samples each
+thread's program counter (perf events on its task clock, user space only), and the parent maps
+every sample to the file whose code it lay in. The worker cannot switch this off, and nothing of
+it runs in its process: a sampled call is slower, by the kernel's interrupts only.
+
+Where the host forbids it (perf_event_paranoid above 2, a seccomp profile, a worker the harness
+may not trace) `Sampler.samples` stays None and the rules that read it do not apply."""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import ctypes
+import errno
+import functools
+import math
+import mmap
+import os
+import re
+import struct
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+
+from pydantic import BaseModel
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_NR_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}.get(os.uname().machine)
+
+# struct perf_event_attr, as far as these fields (PERF_ATTR_SIZE_VER5 and later accept 112 bytes).
+ATTR_BYTES = 112
+PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK = 1, 1
+PERF_SAMPLE_IP = 1 << 0
+DISABLED, INHERIT, EXCLUDE_KERNEL, EXCLUDE_HV = 1 << 0, 1 << 1, 1 << 5, 1 << 6
+PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_SET_OUTPUT = 0x2400, 0x2401, 0x2405
+PERF_FLAG_FD_CLOEXEC = 1 << 3
+PERF_RECORD_LOST, PERF_RECORD_SAMPLE = 2, 9
+DATA_HEAD_OFFSET = 1024  # struct perf_event_mmap_page: data_head, then data_tail
+PAGE_BYTES = mmap.PAGESIZE
+RING_PAGES = 64  # a power of two: 256 KiB a CPU, 16,384 samples (16 bytes each), 0.8 s of CPU time a command
+
+# Sampling period, in nanoseconds of a thread's CPU time: a call of 0.1 ms in the library gets two.
+# A sample costs the worker about 10 us on the 2-core VM (a timer interrupt in a VM), so sampled
+# calls are slower and their times are not used (judge/timer.py).
+PERIOD_NS = 50_000
+
+# Code that computes for PyTorch, by the file it lies in: its CPU kernels (libtorch_cpu, with
+# oneDNN and Sleef linked in) and its core, and BLAS, oneDNN and NumPy where a candidate loads them
+# itself. Not the interpreter, libc, the Python bindings or the thread pools' runtimes, whose time
+# any candidate has.
+TORCH_LIB = re.compile(r"/torch/lib/[^/]+$")
+NUMPY_LIB = re.compile(r"/(numpy|scipy)(\.libs|/.*)?/[^/]+\.so[^/]*$")
+NUMERIC_LIB = re.compile(r"/lib(mkl|dnnl|mkldnn|openblas|blas|cblas|lapack|fbgemm|sleef)[^/]*$")
+NOT_LIBRARY = re.compile(r"/lib(torch_python|shm|gomp|iomp5|omp|caffe2_nvrtc|torch_global_deps)[.-][^/]*$")
+
+
+class CpuSamples(BaseModel):
+    """What the sampling saw: samples of the watched threads' CPU time, and how many of them lay
+    in PyTorch's or a numeric library's compute code."""
+
+    period_ms: float
+    samples: int = 0
+    library: int = 0
+    lost: int = 0
+    calls: int = 0  # forward calls made while sampled (set by whoever made them)
+    cores: int = 1  # the cores the sampled process may run on: CPU time is at most this many times wall time
+
+    @property
+    def library_ms_per_call(self) -> float:
+        """CPU time in library compute code per call, all threads together (samples a full ring
+        lost counted in the same proportion)."""
+        if not self.calls or not self.samples:
+            return 0.0
+        return self.library * (self.samples + self.lost) / self.samples * self.period_ms / self.calls
+
+
+def is_library(path: str) -> bool:
+    """Whether code mapped from `path` computes for PyTorch or is a numeric library."""
+    return not NOT_LIBRARY.search(path) and any(kind.search(path) for kind in (TORCH_LIB, NUMPY_LIB, NUMERIC_LIB))
+
+
+def _attr(period_ns: int) -> ctypes.Array:
+    attr = bytearray(ATTR_BYTES)
+    struct.pack_into("IIQQQQ", attr, 0, PERF_TYPE_SOFTWARE, ATTR_BYTES, PERF_COUNT_SW_TASK_CLOCK, period_ns,
+                     PERF_SAMPLE_IP, 0)
+    struct.pack_into("Q", attr, 40, DISABLED | INHERIT | EXCLUDE_KERNEL | EXCLUDE_HV)
+    return ctypes.create_string_buffer(bytes(attr), ATTR_BYTES)
+
+
+def _threads(pids: Iterable[int]) -> list[int]:
+    threads = []
+    for pid in pids:
+        try:
+            threads += [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue  # gone
+    return threads
+
+
+class Sampler:
+    """Samples the threads of the processes `pids()` names (and the threads and processes they
+    start) inside each `watching()` block between `__enter__` and `__exit__`; then `samples`
+    says what they ran there, or stays None where sampling is refused. One event per thread and
+    CPU (the kernel follows new threads only for events bound to a CPU), all of one CPU's
+    writing into one ring, emptied after each block (a full ring drops samples)."""
+
+    def __init__(self, pids: Callable[[], list[int]], period_ns: int = PERIOD_NS):
+        self.pids, self.period_ns = pids, period_ns
+        self.samples: CpuSamples | None = None
+        self.refusal: str | None = None  # why the threads could not be sampled
+        self._events: list[int] = []
+        self._rings: list[mmap.mmap] = []
+        self._ips: Counter[int] = Counter()
+        self._lost = 0
+        self._cores = 1
+
+    def __enter__(self) -> Sampler:
+        if _NR_PERF_EVENT_OPEN is None:
+            self.refusal = f"no perf_event_open number known for {os.uname().machine}"
+            return self
+        pids = self.pids()
+        attr, threads = _attr(self.period_ns), _threads(pids)
+        try:
+            self._cores = len(os.sched_getaffinity(pids[0])) if pids else 1
+        except OSError:
+            self._cores = os.cpu_count() or 1
+        try:
+            for cpu in range(os.cpu_count() or 1):
+                leader = None
+                for tid in threads:
+                    fd = _libc.syscall(_NR_PERF_EVENT_OPEN, attr, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC)
+                    if fd < 0:
+                        if ctypes.get_errno() == errno.ESRCH:  # the thread ended meanwhile
+                            continue
+                        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), "perf_event_open")
+                    self._events.append(fd)
+                    if leader is None:
+                        leader = fd
+                        self._rings.append(mmap.mmap(fd, (1 + RING_PAGES) * PAGE_BYTES))
+                    elif _libc.ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, leader) != 0:
+                        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), "PERF_EVENT_IOC_SET_OUTPUT")
+        except OSError as exc:
+            self.refusal = f"{exc.filename or 'mmap'}: {os.strerror(exc.errno) if exc.errno else exc}"
+            self._close()  # refused: sampling some threads only would say too little
+        return self
+
+    @property
+    def active(self) -> bool:
+        """Whether the threads could be sampled."""
+        return bool(self._rings)
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        for fd in self._events:
+            _libc.ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)  # and the events the kernel made for new threads
+        try:
+            yield
+        finally:
+            for fd in self._events:
+                _libc.ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
+            for ring in self._rings:
+                ips, lost = _drained(ring)
+                self._ips.update(ips)
+                self._lost += lost
+
+    def __exit__(self, *exc) -> None:
+        if not self._rings:
+            return
+        code = _code_maps(self.pids())
+        self._close()
+        library = sum(count for ip, count in self._ips.items() if _is_library_code(code, ip))
+        self.samples = CpuSamples(period_ms=self.period_ns / 1e6, samples=sum(self._ips.values()),
+                                  library=library, lost=self._lost, cores=self._cores)
+
+    def _close(self) -> None:
+        for ring in self._rings:
+            ring.close()
+        for fd in self._events:
+            os.close(fd)
+        self._events, self._rings = [], []
+
+
+def refused() -> str | None:
+    """Why this host will not let the harness sample a child's threads (perf_event_paranoid above
+    2, a container's seccomp profile, locked-memory limits), or None: tried once, on a child of our
+    own that only waits on its stdin."""
+    with subprocess.Popen([sys.executable, "-I", "-S", "-c", "import sys; sys.stdin.read()"],
+                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as child:
+        try:
+            with Sampler(lambda: [child.pid]) as sampler:
+                return None if sampler.active else sampler.refusal or "refused"
+        finally:
+            child.kill()
+
+
+def _drained(ring: mmap.mmap) -> tuple[list[int], int]:
+    """The program counters of the samples a ring holds, and how many samples it lost; the ring
+    is left empty (its tail moved up to its head)."""
+    head, tail = struct.unpack_from("QQ", ring, DATA_HEAD_OFFSET)
+    size = RING_PAGES * PAGE_BYTES
+    start, length = tail % size, min(head - tail, size)
+    end = start + length
+    data = ring[PAGE_BYTES + start:PAGE_BYTES + min(end, size)] + ring[PAGE_BYTES:PAGE_BYTES + max(0, end - size)]
+    position, ips, lost = 0, [], 0
+    while position + 8 <= len(data):
+        kind, _, record = struct.unpack_from("IHH", data, position)
+        if record < 8 or position + record > len(data):
+            break
+        if kind == PERF_RECORD_SAMPLE and record >= 16:
+            ips.append(struct.unpack_from("Q", data, position + 8)[0])
+        elif kind == PERF_RECORD_LOST and record >= 24:
+            lost += struct.unpack_from("Q", data, position + 16)[0]
+        position += record
+    struct.pack_into("Q", ring, DATA_HEAD_OFFSET + 8, head)
+    return ips, lost
+
+
+Region = tuple[int, int, str, int]  # an executable mapping: start, end, file, the file's load address
+
+
+def _code_maps(pids: Iterable[int]) -> list[Region]:
+    """Executable mappings of `pids`, sorted, each with where its file was loaded (its lowest
+    mapping: symbols' addresses are relative to it)."""
+    regions, loaded = [], {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as maps:
+                lines = [line.split(maxsplit=5) for line in maps]
+        except OSError:
+            continue
+        for fields in lines:
+            start, end = (int(part, 16) for part in fields[0].split("-"))
+            path = fields[5].strip() if len(fields) == 6 else ""
+            loaded[(pid, path)] = min(loaded.get((pid, path), start), start)
+            if "x" in fields[1]:
+                regions.append((start, end, path, pid))
+    return sorted((start, end, path, loaded[(pid, path)]) for start, end, path, pid in regions)
+
+
+def _is_library_code(code: list[Region], ip: int) -> bool:
+    index = bisect.bisect_right(code, (ip, math.inf)) - 1
+    if index < 0 or not code[index][0] <= ip < code[index][1]:
+        return False
+    _, _, path, loaded = code[index]
+    if not is_library(path):
+        return False
+    helpers = _math_helpers(path)
+    at = bisect.bisect_right(helpers, (ip - loaded, math.inf)) - 1
+    return not (at >= 0 and helpers[at][0] <= ip - loaded < helpers[at][1])
+
+
+# Vector math any kernel may call, shipped inside libtorch_cpu: an honest C++ kernel's
+# at::vec exp() runs there.
+HELPER_PREFIX = b"Sleef_"
+SHT_DYNSYM = 11
+
+
+@functools.lru_cache(maxsize=16)
+def _math_helpers(path: str) -> list[tuple[int, int]]:
+    """Address ranges of the vector math functions a library exports (its dynamic symbols named
+    HELPER_PREFIX...), sorted; none where the file cannot be read as a 64-bit ELF."""
+    try:
+        with open(path, "rb") as elf:
+            header = elf.read(64)
+            if header[:5] != b"\x7fELF\x02":
+                return []
+            section_offset, = struct.unpack_from("Q", header, 0x28)
+            entry_bytes, count = struct.unpack_from("HH", header, 0x3A)
+            elf.seek(section_offset)
+            sections = [struct.unpack_from("IIQQQQII", elf.read(entry_bytes)) for _ in range(count)]
+            dynsym = next((s for s in sections if s[1] == SHT_DYNSYM), None)
+            if dynsym is None:
+                return []
+            names = sections[dynsym[6]]
+            elf.seek(names[4])
+            strings = elf.read(names[5])
+            elf.seek(dynsym[4])
+            table = elf.read(dynsym[5])
+    except (OSError, struct.error, IndexError):
+        return []
+    ranges = []
+    for name, _, _, _, value, size in struct.iter_unpack("<IBBHQQ", table[:len(table) - len(table) % 24]):
+        if size and strings.startswith(HELPER_PREFIX, name):
+            ranges.append((value, value + size))
+    return sorted(ranges)
