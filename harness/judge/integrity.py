@@ -90,7 +90,10 @@ HIDDEN_SPEED_FACTOR = 20.0
 LITTLE_DATA = 1 / 16
 # CPU time the worker's threads spent in PyTorch's or a numeric library's compute code, sampled from
 # outside (worker/sampling.py), beyond what its recorded operators explain: at this share of the
-# reference's own time there, the library did the reference's work out of the profiler's sight.
+# reference's own time there, and of the candidate's, the library did the reference's work out of
+# the profiler's sight. Of the candidate's too: an honest relu of three recorded operators spends
+# three times the reference's library time, all of it explained within noise, and a share of the
+# reference's alone took that noise for hidden work (2026-12-05).
 # A red team's extension that computed nothing (`int noop()`) beside a softmax redispatched below
 # the recorded call passed at 0.59x to 0.85x, against an honest C++ softmax's 0.08x (2026-12-04).
 # Only where the reference spends MIN_LIBRARY_MS a call there, in MIN_LIBRARY_SAMPLES samples at
@@ -310,15 +313,16 @@ def hidden_library_evidence(candidate: CpuSamples | None, profiles: list[Profile
     """Why the candidate's library compute, sampled from outside, is the reference's work hidden
     from the profiler: its CPU time a call in library code, less what its recorded operators can
     explain (their time on every core it may use), is at least HIDDEN_LIBRARY_SHARE of the
-    reference's. Empty where either was not sampled or the reference spends too little there to
-    tell."""
+    reference's and of its own library time. Empty where either was not sampled or the reference
+    spends too little there to tell."""
     if candidate is None or reference is None or not candidate.calls:
         return []
     reference_ms = reference.library_ms_per_call
     if reference.library < MIN_LIBRARY_SAMPLES or reference_ms < MIN_LIBRARY_MS:
         return []
-    unseen = candidate.library_ms_per_call - candidate.cores * max(map(operator_ms, profiles), default=0.0)
-    if unseen < HIDDEN_LIBRARY_SHARE * reference_ms:
+    library_ms = candidate.library_ms_per_call
+    unseen = library_ms - candidate.cores * max(map(operator_ms, profiles), default=0.0)
+    if unseen < HIDDEN_LIBRARY_SHARE * max(reference_ms, library_ms):
         return []
     return [f"{unseen:.3g} ms of CPU time a call ran in PyTorch's (or a numeric library's) compute code that no "
             f"recorded operator explains, {unseen / reference_ms:.0%} of the reference's {reference_ms:.3g} ms "
