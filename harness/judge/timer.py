@@ -45,9 +45,9 @@ from pydantic import BaseModel
 
 from ..records import EvalConfig, TimingBound, TimingStats
 from ..worker import processes
-from ..worker.sampling import CpuSamples, Sampler
 from ..worker.parent import Worker
 from ..worker.protocol import ALLOWED_DTYPES, Command, Profile, Reply, TensorRef, call_outputs
+from ..worker.sampling import CpuSamples, Sampler
 
 TARGET_HALF_WIDTH = 0.01  # the median's 95% interval within ±1% of it
 Z95 = 1.96
@@ -119,7 +119,7 @@ SPOILED_WORDS, WORD = 1024, 4
 # Timed commands sampled from outside instead of recorded (a CPU run's candidates and references,
 # worker/sampling.py), chosen like the profiled ones: sampling slows a call (about 10 us a sample
 # on the 2-core VM, where a timer interrupt leaves the VM), so their times would bias the median.
-# Two commands gave 600 to 3,500 samples each for the main job's kernels and a 0.1 ms softmax's.
+# Two commands gave 350 to 21,000 samples for the main job's kernels and for a 0.1 ms softmax.
 SAMPLED_COMMANDS = 2
 
 
