@@ -333,7 +333,7 @@ def test_library_time_its_recorded_operators_explain_is_left_to_the_fallback_rul
     """A candidate that computes with operators the profiler sees is judged by its share of the
     time (fallback_evidence), not as hidden work: their time counts on every core it may use (an
     honest softmax of five PyTorch operators, 0.31 ms of library time a call beyond their time
-    on one core, had been taken for hidden work)."""
+    scaled by the reference's own use of threads, 1.2, had been taken for hidden work)."""
     reference = sampled(library=1344, calls=224)
     composed = [Profile(ops=["aten::exp", "aten::sum"], top_op_ms={"aten::exp": 0.08, "aten::sum": 0.02})]
     assert hidden_library_evidence(sampled(library=472, calls=64, cores=2), composed, reference) == []
