@@ -35,7 +35,7 @@ PERF_SAMPLE_IP = 1 << 0
 DISABLED, INHERIT, EXCLUDE_KERNEL, EXCLUDE_HV = 1 << 0, 1 << 1, 1 << 5, 1 << 6
 PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_SET_OUTPUT = 0x2400, 0x2401, 0x2405
 PERF_FLAG_FD_CLOEXEC = 1 << 3
-PERF_RECORD_LOST, PERF_RECORD_SAMPLE = 2, 9
+PERF_RECORD_SAMPLE = 9
 DATA_HEAD_OFFSET = 1024  # struct perf_event_mmap_page: data_head, then data_tail
 PAGE_BYTES = mmap.PAGESIZE
 RING_PAGES = 64  # a power of two: 256 KiB a CPU, 16,384 samples (16 bytes each), 0.8 s of CPU time a command
@@ -44,6 +44,16 @@ RING_PAGES = 64  # a power of two: 256 KiB a CPU, 16,384 samples (16 bytes each)
 # A sample costs the worker about 10 us on the 2-core VM (a timer interrupt in a VM), so sampled
 # calls are slower and their times are not used (judge/timer.py).
 PERIOD_NS = 50_000
+# The kernel throttles an event that fires more than perf_event_max_sample_rate / HZ times in a
+# tick until the next one, and lowers that rate itself where its interrupts run long (a VM's): at
+# 5,000 a second the 50 us events kept a quarter of their samples, and a reference's library time a
+# call came out at 0.07 ms instead of 0.29. A period of twice the rate's interval fires at most half
+# that often, whatever HZ is.
+MAX_SAMPLE_RATE = "/proc/sys/kernel/perf_event_max_sample_rate"
+# Beyond this period a timing's sampled commands (judge/timer.py) take too few samples to tell: at
+# 1,000 a second (2 ms) a second of a 0.2 ms softmax reference gave 113 library samples, where the
+# rule in judge/integrity.py wants 64.
+LONGEST_PERIOD_NS = 2_000_000
 
 # Code that computes for PyTorch, by the file it lies in: its CPU kernels (libtorch_cpu, with
 # oneDNN and Sleef linked in) and its core, and BLAS, oneDNN and NumPy where a candidate loads them
@@ -56,23 +66,38 @@ NOT_LIBRARY = re.compile(r"/lib(torch_python|shm|gomp|iomp5|omp|caffe2_nvrtc|tor
 
 
 class CpuSamples(BaseModel):
-    """What the sampling saw: samples of the watched threads' CPU time, and how many of them lay
-    in PyTorch's or a numeric library's compute code."""
+    """What the sampling saw: the watched threads' CPU time, as the kernel counted it, and samples
+    of it, with how many of them lay in PyTorch's or a numeric library's compute code."""
 
     period_ms: float
+    cpu_ms: float = 0.0  # all threads' CPU time while watched
     samples: int = 0
     library: int = 0
-    lost: int = 0
     calls: int = 0  # forward calls made while sampled (set by whoever made them)
     cores: int = 1  # the cores the sampled process may run on: CPU time is at most this many times wall time
 
     @property
     def library_ms_per_call(self) -> float:
-        """CPU time in library compute code per call, all threads together (samples a full ring
-        lost counted in the same proportion)."""
+        """CPU time in library compute code per call, all threads together: the library's share of
+        the samples, of the CPU time counted (samples a throttled event or a full ring missed do
+        not shrink it)."""
         if not self.calls or not self.samples:
             return 0.0
-        return self.library * (self.samples + self.lost) / self.samples * self.period_ms / self.calls
+        return self.cpu_ms * self.library / self.samples / self.calls
+
+
+def period_for(max_sample_rate: int | None) -> int:
+    """The sampling period, in ns of a thread's CPU time, at which the kernel throttles no event
+    (see MAX_SAMPLE_RATE)."""
+    return max(PERIOD_NS, 2_000_000_000 // max_sample_rate) if max_sample_rate else PERIOD_NS
+
+
+def _max_sample_rate() -> int | None:
+    try:
+        with open(MAX_SAMPLE_RATE) as setting:
+            return int(setting.read())
+    except (OSError, ValueError):
+        return None
 
 
 def is_library(path: str) -> bool:
@@ -103,16 +128,16 @@ class Sampler:
     start) inside each `watching()` block between `__enter__` and `__exit__`; then `samples`
     says what they ran there, or stays None where sampling is refused. One event per thread and
     CPU (the kernel follows new threads only for events bound to a CPU), all of one CPU's
-    writing into one ring, emptied after each block (a full ring drops samples)."""
+    writing into one ring, emptied after each block (a full ring drops samples). `period_ns`:
+    by default the longer of PERIOD_NS and what the host's sample rate allows (`period_for`)."""
 
-    def __init__(self, pids: Callable[[], list[int]], period_ns: int = PERIOD_NS):
+    def __init__(self, pids: Callable[[], list[int]], period_ns: int | None = None):
         self.pids, self.period_ns = pids, period_ns
         self.samples: CpuSamples | None = None
         self.refusal: str | None = None  # why the threads could not be sampled
         self._events: list[int] = []
         self._rings: list[mmap.mmap] = []
         self._ips: Counter[int] = Counter()
-        self._lost = 0
         self._cores = 1
 
     def __enter__(self) -> Sampler:
@@ -120,6 +145,7 @@ class Sampler:
             self.refusal = f"no perf_event_open number known for {os.uname().machine}"
             return self
         pids = self.pids()
+        self.period_ns = self.period_ns or period_for(_max_sample_rate())
         attr, threads = _attr(self.period_ns), _threads(pids)
         try:
             self._cores = len(os.sched_getaffinity(pids[0])) if pids else 1
@@ -150,6 +176,11 @@ class Sampler:
         """Whether the threads could be sampled."""
         return bool(self._rings)
 
+    @property
+    def taken(self) -> int:
+        """Samples taken so far, in the blocks watched."""
+        return self._ips.total()
+
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
         for fd in self._events:
@@ -160,18 +191,19 @@ class Sampler:
             for fd in self._events:
                 _libc.ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
             for ring in self._rings:
-                ips, lost = _drained(ring)
-                self._ips.update(ips)
-                self._lost += lost
+                self._ips.update(_drained(ring))
 
     def __exit__(self, *exc) -> None:
         if not self._rings:
             return
         code = _code_maps(self.pids())
+        # An event's count is its thread's CPU time on its CPU while enabled, the threads it
+        # started included (the kernel adds an inherited event's count to its parent's).
+        cpu_ns = sum(struct.unpack("Q", os.read(fd, 8))[0] for fd in self._events)
         self._close()
         library = sum(count for ip, count in self._ips.items() if _is_library_code(code, ip))
-        self.samples = CpuSamples(period_ms=self.period_ns / 1e6, samples=sum(self._ips.values()),
-                                  library=library, lost=self._lost, cores=self._cores)
+        self.samples = CpuSamples(period_ms=self.period_ns / 1e6, cpu_ms=cpu_ns / 1e6, samples=self._ips.total(),
+                                  library=library, cores=self._cores)
 
     def _close(self) -> None:
         for ring in self._rings:
@@ -183,37 +215,45 @@ class Sampler:
 
 def refused() -> str | None:
     """Why this host will not let the harness sample a child's threads (perf_event_paranoid above
-    2, a container's seccomp profile, locked-memory limits), or None: tried once, on a child of our
-    own that only waits on its stdin."""
+    2, a container's seccomp profile, locked-memory limits) or not often enough, or None: tried
+    once, on a child of our own that only waits on its stdin."""
     with subprocess.Popen([sys.executable, "-I", "-S", "-c", "import sys; sys.stdin.read()"],
                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as child:
         try:
             with Sampler(lambda: [child.pid]) as sampler:
-                return None if sampler.active else sampler.refusal or "refused"
+                if not sampler.active:
+                    return sampler.refusal or "refused"
         finally:
             child.kill()
+    return too_rare(_max_sample_rate())
 
 
-def _drained(ring: mmap.mmap) -> tuple[list[int], int]:
-    """The program counters of the samples a ring holds, and how many samples it lost; the ring
-    is left empty (its tail moved up to its head)."""
+def too_rare(max_sample_rate: int | None) -> str | None:
+    """Why samples at the host's sample rate are too few to tell, or None."""
+    if period_for(max_sample_rate) <= LONGEST_PERIOD_NS:
+        return None
+    return (f"kernel.perf_event_max_sample_rate is {max_sample_rate}, which the kernel lowers where its interrupts run "
+            "long: too few samples; raise it (sysctl -w kernel.perf_event_max_sample_rate=100000)")
+
+
+def _drained(ring: mmap.mmap) -> list[int]:
+    """The program counters of the samples a ring holds; the ring is left empty (its tail moved up
+    to its head)."""
     head, tail = struct.unpack_from("QQ", ring, DATA_HEAD_OFFSET)
     size = RING_PAGES * PAGE_BYTES
     start, length = tail % size, min(head - tail, size)
     end = start + length
     data = ring[PAGE_BYTES + start:PAGE_BYTES + min(end, size)] + ring[PAGE_BYTES:PAGE_BYTES + max(0, end - size)]
-    position, ips, lost = 0, [], 0
+    position, ips = 0, []
     while position + 8 <= len(data):
         kind, _, record = struct.unpack_from("IHH", data, position)
         if record < 8 or position + record > len(data):
             break
         if kind == PERF_RECORD_SAMPLE and record >= 16:
             ips.append(struct.unpack_from("Q", data, position + 8)[0])
-        elif kind == PERF_RECORD_LOST and record >= 24:
-            lost += struct.unpack_from("Q", data, position + 16)[0]
         position += record
     struct.pack_into("Q", ring, DATA_HEAD_OFFSET + 8, head)
-    return ips, lost
+    return ips
 
 
 Region = tuple[int, int, str, int]  # an executable mapping: start, end, file, the file's load address

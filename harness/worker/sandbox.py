@@ -65,7 +65,7 @@ class SandboxPolicy(BaseModel):
     landlock_abi: int = 0
     namespaces: bool = False
     no_userfaultfd: bool = False  # seccomp filters hold here (confine.filters_hold): under every mode
-    # Why this host refuses to sample a worker's threads (sampling.refused), None where it allows it:
+    # Why this host does not let a worker's threads be sampled (sampling.refused), None where it does:
     # under every mode, as it confines nothing.
     sampling_refused: str | None = None
     limits: Limits
@@ -90,7 +90,7 @@ class SandboxPolicy(BaseModel):
             has(name, not off, "--sandbox off")
         has("no_userfaultfd", self.no_userfaultfd, f"no seccomp filters for {platform.machine()} here: a worker "
             "could make a userfaultfd that hangs the parent's read of its outputs until the phase's timeout")
-        has("sampled_cpu_time", self.sampling_refused is None, f"this host refuses perf events on a worker "
+        has("sampled_cpu_time", self.sampling_refused is None, f"this host does not let the harness sample a worker "
             f"({self.sampling_refused}): on a CPU run, library work a candidate hides from the profiler goes unseen")
         active += ["isolated_imports", "process_tree_kill"]
         return SandboxReport(mode=self.mode, active=active, missing=missing)

@@ -314,7 +314,8 @@ def test_calls_of_one_command_that_return_the_same_memory_are_told_apart_from_ca
 
 
 def sampled(library: int, calls: int, samples: int = 10_000, cores: int = 2) -> CpuSamples:
-    return CpuSamples(period_ms=0.05, samples=samples, library=library, calls=calls, cores=cores)
+    """`library` of `samples` taken every 0.05 ms of CPU time."""
+    return CpuSamples(period_ms=0.05, cpu_ms=samples * 0.05, samples=samples, library=library, calls=calls, cores=cores)
 
 
 def test_library_time_no_recorded_operator_explains_is_the_reference_hidden_from_the_profiler():

@@ -502,7 +502,7 @@ def test_whether_the_host_lets_the_harness_sample_its_workers_is_reported_under_
     """Sampling confines nothing, but without it a CPU run cannot see library work hidden from
     the profiler (worker/sampling.py): the run says so."""
     refused = SandboxPolicy(mode=SandboxMode.off, sampling_refused="perf_event_open: Permission denied", limits=LIMITS)
-    assert any(m.startswith("sampled_cpu_time: this host refuses perf events on a worker (perf_event_open: "
+    assert any(m.startswith("sampled_cpu_time: this host does not let the harness sample a worker (perf_event_open: "
                             "Permission denied)") for m in refused.report().missing)
     assert "sampled_cpu_time" in SandboxPolicy(mode=SandboxMode.off, limits=LIMITS).report().active
     assert decide_policy(SandboxMode.off, LIMITS).sampling_refused == sampling.refused()
