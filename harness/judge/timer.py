@@ -120,7 +120,12 @@ SPOILED_WORDS, WORD = 1024, 4
 # worker/sampling.py), chosen like the profiled ones: sampling slows a call (about 10 us a sample
 # on the 2-core VM, where a timer interrupt leaves the VM), so their times would bias the median.
 # Two commands gave 350 to 21,000 samples for the main job's kernels and for a 0.1 ms softmax.
-SAMPLED_COMMANDS = 2
+# Where fewer (a host whose sample rate makes the period longer, worker/sampling.py: at 2,500
+# samples a second a 0.24 ms softmax reference gave 63 library samples in 8 commands), the commands
+# after them are sampled too until ENOUGH_SAMPLES were taken or they took SAMPLING_MOST_S (at 1,000
+# a second, half a second of the softmax gave 39 library samples, too few for the rule in
+# judge/integrity.py; a second, 113). By time, not commands: 32 commands of 8 calls gave it 24.
+SAMPLED_COMMANDS, ENOUGH_SAMPLES, SAMPLING_MOST_S = 2, 400, 1.0
 
 
 @dataclass(frozen=True)
@@ -184,6 +189,7 @@ class Timed:
     cpu_samples: CpuSamples | None = None  # a CPU run: where the worker's threads ran, sampled from outside
     sampled_commands: int = 0
     sampled_calls: int = 0  # calls of the sampled commands (not in the lists above)
+    sampled_wall_ms: float = 0.0  # their time by the parent's clock
 
     @property
     def profiled_batch(self) -> int:
@@ -344,8 +350,10 @@ class Timer:
             primed, _, _ = self._call(None, [self.seed() for _ in range(self.batch)], profile=False)
             if not primed.ok:
                 return timed, primed
-        while not self._done(timed, began, len(profile_at), len(sample_at)):
-            profiled, sampled = commands in profile_at, commands in sample_at
+        while not self._done(timed, began, len(profile_at)):
+            profiled = commands in profile_at
+            sampled = commands in sample_at or (not profiled and timed.sampled_commands >= len(sample_at)
+                                                and self._sampling_due(timed))
             seeds = [self.seed() for _ in range(timed.profiled_batch if profiled else self.batch)]
             # A batch is verified every time (some of its calls, `checked_calls`): batched timings
             # stop after a handful of commands, which a coin would leave all unchecked now and then.
@@ -453,6 +461,7 @@ class Timer:
         if sampled:
             timed.sampled_commands += 1
             timed.sampled_calls += calls
+            timed.sampled_wall_ms += wall_ms
         elif profile:  # its profile is asked for next (`_profile`)
             timed.profiled_wall_ms.append(wall_ms / calls)
         else:
@@ -466,6 +475,14 @@ class Timer:
     def _sampling_now(self) -> bool:
         return self._sampler is not None and self._sampler.active
 
+    def _sampling_due(self, timed: Timed) -> bool:
+        """Whether more commands are to be sampled: the chosen ones first, then more while their
+        samples are too few to tell (a host's low sample rate)."""
+        if not self._sampling_now:
+            return False
+        return timed.sampled_commands < SAMPLED_COMMANDS or (
+            self._sampler.taken < ENOUGH_SAMPLES and timed.sampled_wall_ms < SAMPLING_MOST_S * 1000)
+
     def _special_commands(self, profiled: int, sampled: int) -> tuple[set[int], set[int]]:
         """Which commands are profiled and which sampled: so many at random among the first
         commands every timing makes."""
@@ -473,10 +490,10 @@ class Timer:
         chosen = self.rng.sample(range(first), profiled + sampled)
         return set(chosen[:profiled]), set(chosen[profiled:])
 
-    def _done(self, timed: Timed, began: float, profiles_due: int, samples_due: int) -> bool:
+    def _done(self, timed: Timed, began: float, profiles_due: int) -> bool:
         n, plan = len(timed.reported_ms), self.plan
         # Profiled and sampled commands are among the first ones: never skipped.
-        if len(timed.profiles) < profiles_due or timed.sampled_commands < samples_due:
+        if len(timed.profiles) < profiles_due or self._sampling_due(timed):
             return False
         if plan.fixed is not None:
             timed.stopped = "fixed"

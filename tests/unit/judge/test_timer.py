@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness.judge.timer import (BATCH_MS, BUSY_CORES, CHECKED_PER_BATCH, PROFILED_BATCH, SAMPLED_COMMANDS, SPOILED_WORDS, WORD,
+from harness.judge.timer import (BATCH_MS, BUSY_CORES, CHECKED_PER_BATCH, PROFILED_BATCH, ENOUGH_SAMPLES, SAMPLED_COMMANDS, SAMPLING_MOST_S, SPOILED_WORDS, WORD,
                                  checked_calls,
                                  ShortBatch, Timed, TimingPlan, Timer, busy_machine, spoiled_words, converged, median_interval, timing_bound, timing_stats, vouched_median)
 from harness.records import TimingBound
@@ -540,23 +540,45 @@ def test_a_speed_timed_beside_other_processes_says_the_machine_was_busy():
     assert "0.00 cores busy while it was timed and 0.90 while the reference was" in busy_machine(stats(0.0), stats(0.9))
 
 
+class SampledWorker(FakeWorker):
+    """A FakeWorker whose process, sampled from outside, is `pid`."""
+
+    def __init__(self, pid, call_s=0.0):
+        super().__init__(call_s=call_s)
+        self.worker_pid = pid
+
+
+def sampled_timing(child_code: str, call_s: float) -> tuple[Timed, SampledWorker]:
+    """A sampled timing of 6 recorded commands of 4 calls, 2 profiled, where the worker's process
+    runs `child_code` (once started)."""
+    with subprocess.Popen([sys.executable, "-c", "print('ready', flush=True)\n" + child_code], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout.readline() == "ready\n"  # started: its start-up is not what is sampled
+        worker = SampledWorker(child.pid, call_s)
+        timed, _ = Timer(worker, plan(fixed=6), random.Random(3), batch=4, cap=4, sample=True).run(profiled=2)
+        child.kill()
+    if timed.cpu_samples is None:
+        pytest.skip("this host does not let the harness sample a child process (perf_event_paranoid, seccomp)")
+    return timed, worker
+
+
 def test_two_commands_at_random_among_the_first_are_sampled_from_outside_and_not_recorded():
     """Sampling slows a call (a timer interrupt per sample), so a sampled command's time is not
     the candidate's: it is made besides the recorded ones, like a profiled one, and the worker is
     not told."""
-    class Sampled(FakeWorker):
-        def __init__(self, pid):
-            super().__init__()
-            self.worker_pid = pid
-
-    with subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE) as child:
-        worker = Sampled(child.pid)
-        timed, _ = Timer(worker, plan(fixed=6), random.Random(3), batch=4, cap=4, sample=True).run(profiled=2)
-        child.stdin.close()
-    if timed.cpu_samples is None:
-        pytest.skip("this host does not let the harness sample a child process (perf_event_paranoid, seccomp)")
+    timed, worker = sampled_timing("while True: pass", call_s=0.02)  # 80 ms a command: 1,600 samples
     assert len(timed.reported_ms) == 6 and len(timed.profiles) == 2
     assert timed.sampled_commands == SAMPLED_COMMANDS and timed.cpu_samples.calls == 4 * SAMPLED_COMMANDS
+    assert timed.cpu_samples.samples >= ENOUGH_SAMPLES
     assert len(worker.commands) == 1 + 6 + 2 + SAMPLED_COMMANDS  # the first, unrecorded batch too
     unsampled, _ = Timer(FakeWorker(), plan(fixed=6), random.Random(3), batch=4, cap=4).run(profiled=2)
     assert unsampled.cpu_samples is None and unsampled.sampled_commands == 0
+
+
+def test_commands_are_sampled_until_their_samples_are_enough_to_tell_or_for_a_second():
+    """Where the host's sample rate makes the period long, two commands say too little: more are
+    sampled, for SAMPLING_MOST_S of commands at most."""
+    timed, worker = sampled_timing("import sys; sys.stdin.read()", call_s=0.02)  # idle: few samples
+    assert timed.cpu_samples.samples < ENOUGH_SAMPLES
+    assert SAMPLING_MOST_S * 1000 <= timed.sampled_wall_ms < SAMPLING_MOST_S * 1000 + 200  # 80 ms a command
+    assert len(timed.reported_ms) == 6 and len(worker.commands) == 1 + 6 + 2 + timed.sampled_commands
