@@ -27,6 +27,7 @@ from ..records import (Candidate, CandidateKind, EvalConfig, Flag, Observations,
 from ..worker import processes
 from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped, gpu_context_pids
 from ..worker.protocol import Command, ParamDigest, Reply, TensorRef
+from ..worker.sampling import CpuSamples
 from . import verdicts
 from .compare import FusedComparison, compare_forms, compare_outputs
 from .integrity import (fallback_evidence, fingerprint, hidden_library_evidence, hidden_operator_evidence,
@@ -90,6 +91,10 @@ def _copied(tensors: list[torch.Tensor], spares: list[list[torch.Tensor]]) -> li
 
 def finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
+
+
+def library_ms_per_call(samples: CpuSamples | None) -> float | None:
+    return None if samples is None else round(samples.library_ms_per_call, 6)
 
 
 class CandidateRun:
@@ -402,6 +407,8 @@ class CandidateRun:
                                             own.others_cores)
         self.observed.wall_ms_per_call = round(statistics.median(own.wall_ms), 6)
         self.observed.reference_wall_ms_per_call = round(statistics.median(self.reference.timed.wall_ms), 6)
+        self.observed.library_cpu_ms_per_call = library_ms_per_call(own.cpu_samples)
+        self.observed.reference_library_cpu_ms_per_call = library_ms_per_call(self.reference.timed.cpu_samples)
         self.observed.reference_recalibrated_timing = surely_faster(self.reference.timing, recalibration.timing)
         self.observed.timing_bound = bound
         if disagreement:

@@ -491,5 +491,7 @@ def test_an_extension_that_computes_nothing_beside_library_work_hidden_from_the_
     assert composed["status"] == "ok" and composed["flags"] == ["no_custom_kernel"], (composed["status"], composed["error"])
     if (refusal := sampling.refused()) is not None:
         pytest.skip(f"this host does not let the harness sample a worker: {refusal}")
-    assert hidden["status"] == "rejected" and hidden["flags"] == ["reference_fallback"], (hidden["status"], hidden["error"])
+    sampled = {name: (r["library_cpu_ms_per_call"], r["reference_library_cpu_ms_per_call"]) for name, r in results.items()}
+    assert hidden["status"] == "rejected" and hidden["flags"] == ["reference_fallback"], (hidden["status"], hidden["error"], sampled)
     assert "no recorded operator explains" in hidden["error"]
+    assert all(own is not None and reference is not None for own, reference in sampled.values()), sampled
