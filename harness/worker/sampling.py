@@ -35,7 +35,7 @@ PERF_SAMPLE_IP = 1 << 0
 DISABLED, INHERIT, EXCLUDE_KERNEL, EXCLUDE_HV = 1 << 0, 1 << 1, 1 << 5, 1 << 6
 PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_SET_OUTPUT = 0x2400, 0x2401, 0x2405
 PERF_FLAG_FD_CLOEXEC = 1 << 3
-PERF_RECORD_SAMPLE = 9
+PERF_RECORD_THROTTLE, PERF_RECORD_SAMPLE = 5, 9
 DATA_HEAD_OFFSET = 1024  # struct perf_event_mmap_page: data_head, then data_tail
 PAGE_BYTES = mmap.PAGESIZE
 RING_PAGES = 64  # a power of two: 256 KiB a CPU, 16,384 samples (16 bytes each), 0.8 s of CPU time a command
@@ -48,7 +48,7 @@ PERIOD_NS = 50_000
 # tick until the next one, and lowers that rate itself where its interrupts run long (a VM's): at
 # 5,000 a second the 50 us events kept a quarter of their samples, and a reference's library time a
 # call came out at 0.07 ms instead of 0.29. A period of twice the rate's interval fires at most half
-# that often, whatever HZ is.
+# that often, whatever HZ is (a rate lowered while a timing is sampled: `CpuSamples.throttled`).
 MAX_SAMPLE_RATE = "/proc/sys/kernel/perf_event_max_sample_rate"
 # Beyond this period a timing's sampled commands (judge/timer.py) take too few samples to tell: at
 # 1,000 a second (2 ms) a second of a 0.2 ms softmax reference gave 113 library samples, where the
@@ -66,24 +66,25 @@ NOT_LIBRARY = re.compile(r"/lib(torch_python|shm|gomp|iomp5|omp|caffe2_nvrtc|tor
 
 
 class CpuSamples(BaseModel):
-    """What the sampling saw: the watched threads' CPU time, as the kernel counted it, and samples
-    of it, with how many of them lay in PyTorch's or a numeric library's compute code."""
+    """What the sampling saw: samples of the watched threads' CPU time in user space, and how many
+    of them lay in PyTorch's or a numeric library's compute code."""
 
     period_ms: float
-    cpu_ms: float = 0.0  # all threads' CPU time while watched
     samples: int = 0
     library: int = 0
+    # Times the kernel stopped an event for the rest of a tick: its samples then stand for more
+    # than a period each, by how much no count tells (an event's own count of its thread's CPU
+    # time came out 30 times too large once throttled).
+    throttled: int = 0
     calls: int = 0  # forward calls made while sampled (set by whoever made them)
     cores: int = 1  # the cores the sampled process may run on: CPU time is at most this many times wall time
 
     @property
     def library_ms_per_call(self) -> float:
-        """CPU time in library compute code per call, all threads together: the library's share of
-        the samples, of the CPU time counted (samples a throttled event or a full ring missed do
-        not shrink it)."""
-        if not self.calls or not self.samples:
+        """CPU time in library compute code per call, all threads together: a period a sample."""
+        if not self.calls:
             return 0.0
-        return self.cpu_ms * self.library / self.samples / self.calls
+        return self.library * self.period_ms / self.calls
 
 
 def period_for(max_sample_rate: int | None) -> int:
@@ -92,7 +93,7 @@ def period_for(max_sample_rate: int | None) -> int:
     return max(PERIOD_NS, 2_000_000_000 // max_sample_rate) if max_sample_rate else PERIOD_NS
 
 
-def _max_sample_rate() -> int | None:
+def max_sample_rate() -> int | None:
     try:
         with open(MAX_SAMPLE_RATE) as setting:
             return int(setting.read())
@@ -138,6 +139,7 @@ class Sampler:
         self._events: list[int] = []
         self._rings: list[mmap.mmap] = []
         self._ips: Counter[int] = Counter()
+        self._throttled = 0
         self._cores = 1
 
     def __enter__(self) -> Sampler:
@@ -145,7 +147,7 @@ class Sampler:
             self.refusal = f"no perf_event_open number known for {os.uname().machine}"
             return self
         pids = self.pids()
-        self.period_ns = self.period_ns or period_for(_max_sample_rate())
+        self.period_ns = self.period_ns or period_for(max_sample_rate())
         attr, threads = _attr(self.period_ns), _threads(pids)
         try:
             self._cores = len(os.sched_getaffinity(pids[0])) if pids else 1
@@ -191,19 +193,18 @@ class Sampler:
             for fd in self._events:
                 _libc.ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
             for ring in self._rings:
-                self._ips.update(_drained(ring))
+                ips, throttled = _drained(ring)
+                self._ips.update(ips)
+                self._throttled += throttled
 
     def __exit__(self, *exc) -> None:
         if not self._rings:
             return
         code = _code_maps(self.pids())
-        # An event's count is its thread's CPU time on its CPU while enabled, the threads it
-        # started included (the kernel adds an inherited event's count to its parent's).
-        cpu_ns = sum(struct.unpack("Q", os.read(fd, 8))[0] for fd in self._events)
         self._close()
         library = sum(count for ip, count in self._ips.items() if _is_library_code(code, ip))
-        self.samples = CpuSamples(period_ms=self.period_ns / 1e6, cpu_ms=cpu_ns / 1e6, samples=self._ips.total(),
-                                  library=library, cores=self._cores)
+        self.samples = CpuSamples(period_ms=self.period_ns / 1e6, samples=self._ips.total(), library=library,
+                                  throttled=self._throttled, cores=self._cores)
 
     def _close(self) -> None:
         for ring in self._rings:
@@ -225,7 +226,7 @@ def refused() -> str | None:
                     return sampler.refusal or "refused"
         finally:
             child.kill()
-    return too_rare(_max_sample_rate())
+    return too_rare(max_sample_rate())
 
 
 def too_rare(max_sample_rate: int | None) -> str | None:
@@ -236,24 +237,25 @@ def too_rare(max_sample_rate: int | None) -> str | None:
             "long: too few samples; raise it (sysctl -w kernel.perf_event_max_sample_rate=100000)")
 
 
-def _drained(ring: mmap.mmap) -> list[int]:
-    """The program counters of the samples a ring holds; the ring is left empty (its tail moved up
-    to its head)."""
+def _drained(ring: mmap.mmap) -> tuple[list[int], int]:
+    """The program counters of the samples a ring holds, and how often its events were throttled;
+    the ring is left empty (its tail moved up to its head)."""
     head, tail = struct.unpack_from("QQ", ring, DATA_HEAD_OFFSET)
     size = RING_PAGES * PAGE_BYTES
     start, length = tail % size, min(head - tail, size)
     end = start + length
     data = ring[PAGE_BYTES + start:PAGE_BYTES + min(end, size)] + ring[PAGE_BYTES:PAGE_BYTES + max(0, end - size)]
-    position, ips = 0, []
+    position, ips, throttled = 0, [], 0
     while position + 8 <= len(data):
         kind, _, record = struct.unpack_from("IHH", data, position)
         if record < 8 or position + record > len(data):
             break
         if kind == PERF_RECORD_SAMPLE and record >= 16:
             ips.append(struct.unpack_from("Q", data, position + 8)[0])
+        throttled += kind == PERF_RECORD_THROTTLE
         position += record
     struct.pack_into("Q", ring, DATA_HEAD_OFFSET + 8, head)
-    return ips
+    return ips, throttled
 
 
 Region = tuple[int, int, str, int]  # an executable mapping: start, end, file, the file's load address

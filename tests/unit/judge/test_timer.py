@@ -14,7 +14,7 @@ from harness.judge.timer import (BATCH_MS, BUSY_CORES, CHECKED_PER_BATCH, PROFIL
                                  checked_calls,
                                  ShortBatch, Timed, TimingPlan, Timer, busy_machine, spoiled_words, converged, median_interval, timing_bound, timing_stats, vouched_median)
 from harness.records import TimingBound
-from harness.worker import processes
+from harness.worker import processes, sampling
 from harness.worker.protocol import Profile, Reply, TensorRef
 
 
@@ -566,7 +566,9 @@ def test_two_commands_at_random_among_the_first_are_sampled_from_outside_and_not
     """Sampling slows a call (a timer interrupt per sample), so a sampled command's time is not
     the candidate's: it is made besides the recorded ones, like a profiled one, and the worker is
     not told."""
-    timed, worker = sampled_timing("while True: pass", call_s=0.02)  # 80 ms a command: 1,600 samples
+    # Calls long enough for two commands to take ENOUGH_SAMPLES twice over at the host's period.
+    period_s = sampling.period_for(sampling.max_sample_rate()) / 1e9
+    timed, worker = sampled_timing("while True: pass", call_s=max(0.02, ENOUGH_SAMPLES * period_s / 4))
     assert len(timed.reported_ms) == 6 and len(timed.profiles) == 2
     assert timed.sampled_commands == SAMPLED_COMMANDS and timed.cpu_samples.calls == 4 * SAMPLED_COMMANDS
     assert timed.cpu_samples.samples >= ENOUGH_SAMPLES
