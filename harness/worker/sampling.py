@@ -35,7 +35,7 @@ PERF_SAMPLE_IP = 1 << 0
 DISABLED, INHERIT, EXCLUDE_KERNEL, EXCLUDE_HV = 1 << 0, 1 << 1, 1 << 5, 1 << 6
 PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE, PERF_EVENT_IOC_SET_OUTPUT = 0x2400, 0x2401, 0x2405
 PERF_FLAG_FD_CLOEXEC = 1 << 3
-PERF_RECORD_THROTTLE, PERF_RECORD_SAMPLE = 5, 9
+PERF_RECORD_LOST, PERF_RECORD_THROTTLE, PERF_RECORD_SAMPLE = 2, 5, 9
 DATA_HEAD_OFFSET = 1024  # struct perf_event_mmap_page: data_head, then data_tail
 PAGE_BYTES = mmap.PAGESIZE
 RING_PAGES = 64  # a power of two: 256 KiB a CPU, 16,384 samples (16 bytes each), 0.8 s of CPU time a command
@@ -72,6 +72,7 @@ class CpuSamples(BaseModel):
     period_ms: float
     samples: int = 0
     library: int = 0
+    lost: int = 0  # samples a full ring had no room for
     # Times the kernel stopped an event for the rest of a tick: its samples then stand for more
     # than a period each, by how much no count tells (an event's own count of its thread's CPU
     # time came out 30 times too large once throttled).
@@ -81,10 +82,11 @@ class CpuSamples(BaseModel):
 
     @property
     def library_ms_per_call(self) -> float:
-        """CPU time in library compute code per call, all threads together: a period a sample."""
-        if not self.calls:
+        """CPU time in library compute code per call, all threads together: a period a sample
+        (samples a full ring lost counted in the same proportion)."""
+        if not self.calls or not self.samples:
             return 0.0
-        return self.library * self.period_ms / self.calls
+        return self.library * (self.samples + self.lost) / self.samples * self.period_ms / self.calls
 
 
 def period_for(max_sample_rate: int | None) -> int:
@@ -139,7 +141,7 @@ class Sampler:
         self._events: list[int] = []
         self._rings: list[mmap.mmap] = []
         self._ips: Counter[int] = Counter()
-        self._throttled = 0
+        self._lost = self._throttled = 0
         self._cores = 1
 
     def __enter__(self) -> Sampler:
@@ -193,8 +195,9 @@ class Sampler:
             for fd in self._events:
                 _libc.ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
             for ring in self._rings:
-                ips, throttled = _drained(ring)
+                ips, lost, throttled = _drained(ring)
                 self._ips.update(ips)
+                self._lost += lost
                 self._throttled += throttled
 
     def __exit__(self, *exc) -> None:
@@ -204,7 +207,7 @@ class Sampler:
         self._close()
         library = sum(count for ip, count in self._ips.items() if _is_library_code(code, ip))
         self.samples = CpuSamples(period_ms=self.period_ns / 1e6, samples=self._ips.total(), library=library,
-                                  throttled=self._throttled, cores=self._cores)
+                                  lost=self._lost, throttled=self._throttled, cores=self._cores)
 
     def _close(self) -> None:
         for ring in self._rings:
@@ -237,25 +240,27 @@ def too_rare(max_sample_rate: int | None) -> str | None:
             "long: too few samples; raise it (sysctl -w kernel.perf_event_max_sample_rate=100000)")
 
 
-def _drained(ring: mmap.mmap) -> tuple[list[int], int]:
-    """The program counters of the samples a ring holds, and how often its events were throttled;
-    the ring is left empty (its tail moved up to its head)."""
+def _drained(ring: mmap.mmap) -> tuple[list[int], int, int]:
+    """The program counters of the samples a ring holds, how many samples it lost, and how often
+    its events were throttled; the ring is left empty (its tail moved up to its head)."""
     head, tail = struct.unpack_from("QQ", ring, DATA_HEAD_OFFSET)
     size = RING_PAGES * PAGE_BYTES
     start, length = tail % size, min(head - tail, size)
     end = start + length
     data = ring[PAGE_BYTES + start:PAGE_BYTES + min(end, size)] + ring[PAGE_BYTES:PAGE_BYTES + max(0, end - size)]
-    position, ips, throttled = 0, [], 0
+    position, ips, lost, throttled = 0, [], 0, 0
     while position + 8 <= len(data):
         kind, _, record = struct.unpack_from("IHH", data, position)
         if record < 8 or position + record > len(data):
             break
         if kind == PERF_RECORD_SAMPLE and record >= 16:
             ips.append(struct.unpack_from("Q", data, position + 8)[0])
+        elif kind == PERF_RECORD_LOST and record >= 24:
+            lost += struct.unpack_from("Q", data, position + 16)[0]
         throttled += kind == PERF_RECORD_THROTTLE
         position += record
     struct.pack_into("Q", ring, DATA_HEAD_OFFSET + 8, head)
-    return ips, throttled
+    return ips, lost, throttled
 
 
 Region = tuple[int, int, str, int]  # an executable mapping: start, end, file, the file's load address

@@ -37,18 +37,18 @@ def record(kind: int, body: bytes) -> bytes:
     return struct.pack("IHH", kind, 0, 8 + len(body)) + body
 
 
-def test_a_ring_is_read_across_its_wrap_with_throttling_counted_and_left_empty():
+def test_a_ring_is_read_across_its_wrap_with_lost_samples_and_throttling_counted_and_left_empty():
     size = RING_PAGES * PAGE_BYTES
     ring = bytearray(PAGE_BYTES + size)
     samples = [record(sampling.PERF_RECORD_SAMPLE, struct.pack("Q", ip)) for ip in (0x1000, 0x2000, 0x3000)]
     throttle = record(sampling.PERF_RECORD_THROTTLE, struct.pack("QQQ", 1, 2, 3))
-    lost = record(2, struct.pack("QQ", 1, 5))  # PERF_RECORD_LOST: neither
+    lost = record(sampling.PERF_RECORD_LOST, struct.pack("QQ", 1, 5))
     data = b"".join(samples[:2]) + throttle + lost + samples[2]
     tail = size - 30  # the second sample straddles the end of the ring
     for offset, byte in enumerate(data):
         ring[PAGE_BYTES + (tail + offset) % size] = byte
     struct.pack_into("QQ", ring, sampling.DATA_HEAD_OFFSET, tail + len(data), tail)
-    assert sampling._drained(ring) == ([0x1000, 0x2000, 0x3000], 1)
+    assert sampling._drained(ring) == ([0x1000, 0x2000, 0x3000], 5, 1)
     head, new_tail = struct.unpack_from("QQ", ring, sampling.DATA_HEAD_OFFSET)
     assert new_tail == head  # read: the kernel may write there again
 
@@ -123,6 +123,8 @@ def test_the_period_is_as_long_as_the_hosts_sample_rate_needs_for_no_event_to_be
     assert "perf_event_max_sample_rate is 500" in sampling.too_rare(500)
 
 
-def test_library_time_per_call_is_a_period_a_sample():
+def test_library_time_per_call_is_a_period_a_sample_with_what_a_full_ring_lost():
     assert CpuSamples(period_ms=0.05, samples=100, library=50, calls=10).library_ms_per_call == pytest.approx(0.25)
+    found = CpuSamples(period_ms=0.05, samples=100, library=50, lost=100, calls=10)
+    assert found.library_ms_per_call == pytest.approx(50 * 2 * 0.05 / 10)
     assert CpuSamples(period_ms=0.05).library_ms_per_call == 0.0
