@@ -424,7 +424,7 @@ class Result(BaseModel):
     reference_wall_ms_per_call: float | None = None
     # A CPU run: CPU time a call in PyTorch's or a numeric library's compute code, sampled from
     # outside the worker (worker/sampling.py; None where the host refuses perf events, or the
-    # kernel throttled the sampling).
+    # kernel throttled the sampling to too long a period).
     library_cpu_ms_per_call: float | None = None
     reference_library_cpu_ms_per_call: float | None = None
     timing_bound: TimingBound | None = None  # the per-call evidence that bound (judge/timer.py)

@@ -94,8 +94,8 @@ def finite_or_none(value: float) -> float | None:
 
 
 def library_ms_per_call(samples: CpuSamples | None) -> float | None:
-    """Sampled library CPU time a call, where sampling was neither refused nor throttled."""
-    return None if samples is None or samples.throttled else round(samples.library_ms_per_call, 6)
+    """Sampled library CPU time a call, where sampling was not refused."""
+    return None if samples is None else round(samples.library_ms_per_call, 6)
 
 
 class CandidateRun:

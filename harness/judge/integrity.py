@@ -313,10 +313,10 @@ def hidden_library_evidence(candidate: CpuSamples | None, profiles: list[Profile
     """Why the candidate's library compute, sampled from outside, is the reference's work hidden
     from the profiler: its CPU time a call in library code, less what its recorded operators can
     explain (their time on every core it may use), is at least HIDDEN_LIBRARY_SHARE of the
-    reference's and of its own library time. Empty where either was not sampled, or the kernel
-    throttled its sampling (a rate lowered mid-run: its samples then say too little), or the
-    reference spends too little there to tell."""
-    if candidate is None or reference is None or not candidate.calls or candidate.throttled or reference.throttled:
+    reference's and of its own library time. Empty where either was not sampled (refused, or the
+    kernel throttled sampling down to too long a period), or the reference spends too little
+    there to tell."""
+    if candidate is None or reference is None or not candidate.calls:
         return []
     reference_ms = reference.library_ms_per_call
     if reference.library < MIN_LIBRARY_SAMPLES or reference_ms < MIN_LIBRARY_MS:

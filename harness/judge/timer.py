@@ -187,8 +187,7 @@ class Timed:
     profiled_most: int = PROFILED_BATCH["cpu"]  # calls per profiled command, at most
     others_cores: float | None = None  # a CPU run: cores other processes kept busy meanwhile (processes.OthersCpu)
     cpu_samples: CpuSamples | None = None  # a CPU run: where the worker's threads ran, sampled from outside
-    sampled_commands: int = 0
-    sampled_calls: int = 0  # calls of the sampled commands (not in the lists above)
+    sampled_commands: int = 0  # commands sampled from outside (their calls are not in the lists above)
     sampled_wall_ms: float = 0.0  # their time by the parent's clock
 
     @property
@@ -323,8 +322,8 @@ class Timer:
         with self.quiet() as others, self._sampling() as sampler:
             timed, failed = self._run(check, profiled)
         timed.others_cores = others.cores if isinstance(others, processes.OthersCpu) else None
-        if sampler is not None and sampler.samples is not None:
-            timed.cpu_samples = sampler.samples.model_copy(update={"calls": timed.sampled_calls})
+        if sampler is not None:
+            timed.cpu_samples = sampler.samples
         if failed is None and not (released := self._let_go()).ok:
             return timed, released
         return timed, failed
@@ -353,7 +352,7 @@ class Timer:
         while not self._done(timed, began, len(profile_at)):
             profiled = commands in profile_at
             sampled = commands in sample_at or (not profiled and timed.sampled_commands >= len(sample_at)
-                                                and self._sampling_due(timed))
+                                                and self._sampling_due())
             seeds = [self.seed() for _ in range(timed.profiled_batch if profiled else self.batch)]
             # A batch is verified every time (some of its calls, `checked_calls`): batched timings
             # stop after a handful of commands, which a coin would leave all unchecked now and then.
@@ -445,7 +444,7 @@ class Timer:
         locate = self.plan.device == "cpu"
         command = Command(op="timed", seeds=[] if fed is not None else seeds, calls=calls, fed=fed, profile=profile,
                           locate=locate)
-        with self._sampler.watching() if sampled else contextlib.nullcontext():
+        with self._sampler.watching(calls) if sampled else contextlib.nullcontext():
             sent = time.perf_counter()
             reply = self.worker.request(command, self.phase)
             committing = time.perf_counter()
@@ -460,7 +459,6 @@ class Timer:
         timed.threads_alive = max(timed.threads_alive, reply.threads_alive)
         if sampled:
             timed.sampled_commands += 1
-            timed.sampled_calls += calls
             timed.sampled_wall_ms += wall_ms
         elif profile:  # its profile is asked for next (`_profile`)
             timed.profiled_wall_ms.append(wall_ms / calls)
@@ -475,13 +473,14 @@ class Timer:
     def _sampling_now(self) -> bool:
         return self._sampler is not None and self._sampler.active
 
-    def _sampling_due(self, timed: Timed) -> bool:
-        """Whether more commands are to be sampled: the chosen ones first, then more while their
-        samples are too few to tell (a host's low sample rate)."""
+    def _sampling_due(self) -> bool:
+        """Whether more commands are to be sampled: the chosen ones first, then more while the
+        samples kept are fewer than two commands' or too few to tell (a host's low sample rate;
+        none kept where the kernel throttled sampling and it started over)."""
         if not self._sampling_now:
             return False
-        return timed.sampled_commands < SAMPLED_COMMANDS or (
-            self._sampler.taken < ENOUGH_SAMPLES and timed.sampled_wall_ms < SAMPLING_MOST_S * 1000)
+        sampler = self._sampler
+        return sampler.blocks < SAMPLED_COMMANDS or (sampler.taken < ENOUGH_SAMPLES and sampler.watched_s < SAMPLING_MOST_S)
 
     def _special_commands(self, profiled: int, sampled: int) -> tuple[set[int], set[int]]:
         """Which commands are profiled and which sampled: so many at random among the first
@@ -493,7 +492,7 @@ class Timer:
     def _done(self, timed: Timed, began: float, profiles_due: int) -> bool:
         n, plan = len(timed.reported_ms), self.plan
         # Profiled and sampled commands are among the first ones: never skipped.
-        if len(timed.profiles) < profiles_due or self._sampling_due(timed):
+        if len(timed.profiles) < profiles_due or self._sampling_due():
             return False
         if plan.fixed is not None:
             timed.stopped = "fixed"

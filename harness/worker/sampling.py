@@ -20,6 +20,7 @@ import re
 import struct
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
@@ -48,7 +49,7 @@ PERIOD_NS = 50_000
 # tick until the next one, and lowers that rate itself where its interrupts run long (a VM's): at
 # 5,000 a second the 50 us events kept a quarter of their samples, and a reference's library time a
 # call came out at 0.07 ms instead of 0.29. A period of twice the rate's interval fires at most half
-# that often, whatever HZ is (a rate lowered while a timing is sampled: `CpuSamples.throttled`).
+# that often, whatever HZ is (a rate lowered while a timing is sampled: `Sampler.watching`).
 MAX_SAMPLE_RATE = "/proc/sys/kernel/perf_event_max_sample_rate"
 # Beyond this period a timing's sampled commands (judge/timer.py) take too few samples to tell: at
 # 1,000 a second (2 ms) a second of a 0.2 ms softmax reference gave 113 library samples, where the
@@ -73,11 +74,10 @@ class CpuSamples(BaseModel):
     samples: int = 0
     library: int = 0
     lost: int = 0  # samples a full ring had no room for
-    # Times the kernel stopped an event for the rest of a tick: its samples then stand for more
-    # than a period each, by how much no count tells (an event's own count of its thread's CPU
-    # time came out 30 times too large once throttled).
+    # Times the kernel stopped an event for the rest of a tick, so sampling started over at a longer
+    # period (`Sampler.watching`): none of the samples above was throttled.
     throttled: int = 0
-    calls: int = 0  # forward calls made while sampled (set by whoever made them)
+    calls: int = 0  # forward calls made while sampled
     cores: int = 1  # the cores the sampled process may run on: CPU time is at most this many times wall time
 
     @property
@@ -138,19 +138,24 @@ class Sampler:
         self.pids, self.period_ns = pids, period_ns
         self.samples: CpuSamples | None = None
         self.refusal: str | None = None  # why the threads could not be sampled
+        self.blocks = 0  # watched blocks whose samples are kept
+        self.watched_s = 0.0  # their time
         self._events: list[int] = []
         self._rings: list[mmap.mmap] = []
         self._ips: Counter[int] = Counter()
-        self._lost = self._throttled = 0
+        self._lost = self._throttled = self._calls = 0
         self._cores = 1
 
     def __enter__(self) -> Sampler:
         if _NR_PERF_EVENT_OPEN is None:
             self.refusal = f"no perf_event_open number known for {os.uname().machine}"
             return self
+        self._open(self.period_ns or period_for(max_sample_rate()))
+        return self
+
+    def _open(self, period_ns: int) -> None:
         pids = self.pids()
-        self.period_ns = self.period_ns or period_for(max_sample_rate())
-        attr, threads = _attr(self.period_ns), _threads(pids)
+        self.period_ns, attr, threads = period_ns, _attr(period_ns), _threads(pids)
         try:
             self._cores = len(os.sched_getaffinity(pids[0])) if pids else 1
         except OSError:
@@ -173,7 +178,6 @@ class Sampler:
         except OSError as exc:
             self.refusal = f"{exc.filename or 'mmap'}: {os.strerror(exc.errno) if exc.errno else exc}"
             self._close()  # refused: sampling some threads only would say too little
-        return self
 
     @property
     def active(self) -> bool:
@@ -182,23 +186,50 @@ class Sampler:
 
     @property
     def taken(self) -> int:
-        """Samples taken so far, in the blocks watched."""
+        """Samples kept so far, in the blocks watched."""
         return self._ips.total()
 
     @contextlib.contextmanager
-    def watching(self) -> Iterator[None]:
+    def watching(self, calls: int = 0) -> Iterator[None]:
+        """Samples what runs inside the block, `calls` forward calls. Where the kernel throttled
+        the events meanwhile (it lowered its sample rate), their samples stand for more than a
+        period each, by how much no count tells (an event's own count of its thread's CPU time
+        came out 30 times too large once throttled): all gathered so far is dropped and sampling
+        starts over at a period the new rate allows (`_start_over`)."""
         for fd in self._events:
             _libc.ioctl(fd, PERF_EVENT_IOC_ENABLE, 0)  # and the events the kernel made for new threads
+        began = time.perf_counter()
         try:
             yield
         finally:
+            watched_s = time.perf_counter() - began
             for fd in self._events:
                 _libc.ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
-            for ring in self._rings:
-                ips, lost, throttled = _drained(ring)
-                self._ips.update(ips)
-                self._lost += lost
-                self._throttled += throttled
+            drained = [_drained(ring) for ring in self._rings]
+            if any(throttled for _, _, throttled in drained):
+                self._throttled += sum(throttled for _, _, throttled in drained)
+                self._start_over()
+            elif drained:
+                for ips, lost, _ in drained:
+                    self._ips.update(ips)
+                    self._lost += lost
+                self._calls += calls
+                self.blocks += 1
+                self.watched_s += watched_s
+
+    def _start_over(self) -> None:
+        """Samples at the old period dropped, the events opened again at the period the host's rate
+        now allows, at least twice the old one (the rate falls in steps); none past LONGEST_PERIOD_NS,
+        whose samples would be too few to tell."""
+        self._close()
+        self._ips.clear()
+        self._lost = self._calls = self.blocks = 0
+        self.watched_s = 0.0
+        period_ns = max(2 * self.period_ns, period_for(max_sample_rate()))
+        if period_ns > LONGEST_PERIOD_NS:
+            self.refusal = f"the kernel throttled sampling {self._throttled} times, down to a period over {LONGEST_PERIOD_NS / 1e6:g} ms"
+            return
+        self._open(period_ns)
 
     def __exit__(self, *exc) -> None:
         if not self._rings:
@@ -207,7 +238,7 @@ class Sampler:
         self._close()
         library = sum(count for ip, count in self._ips.items() if _is_library_code(code, ip))
         self.samples = CpuSamples(period_ms=self.period_ns / 1e6, samples=self._ips.total(), library=library,
-                                  lost=self._lost, throttled=self._throttled, cores=self._cores)
+                                  lost=self._lost, throttled=self._throttled, calls=self._calls, cores=self._cores)
 
     def _close(self) -> None:
         for ring in self._rings:

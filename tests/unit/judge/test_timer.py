@@ -577,6 +577,18 @@ def test_two_commands_at_random_among_the_first_are_sampled_from_outside_and_not
     assert unsampled.cpu_samples is None and unsampled.sampled_commands == 0
 
 
+def test_a_command_whose_sampling_the_kernel_throttled_is_sampled_again(monkeypatch):
+    """Its samples say too little (worker/sampling.py): sampling starts over at a longer period, and
+    commands are sampled until two are kept."""
+    drained, throttles = sampling._drained, iter([1])
+    monkeypatch.setattr(sampling, "_drained", lambda ring: (*drained(ring)[:2], next(throttles, 0)))
+    period_s = 2 * sampling.period_for(sampling.max_sample_rate()) / 1e9
+    timed, worker = sampled_timing("while True: pass", call_s=max(0.02, ENOUGH_SAMPLES * period_s / 4))
+    assert timed.cpu_samples.throttled == 1 and timed.sampled_commands == SAMPLED_COMMANDS + 1
+    assert timed.cpu_samples.calls == 4 * SAMPLED_COMMANDS  # the throttled command's left out
+    assert len(timed.reported_ms) == 6 and len(worker.commands) == 1 + 6 + 2 + SAMPLED_COMMANDS + 1
+
+
 def test_commands_are_sampled_until_their_samples_are_enough_to_tell_or_for_a_second():
     """Where the host's sample rate makes the period long, two commands say too little: more are
     sampled, for SAMPLING_MOST_S of commands at most."""

@@ -55,26 +55,37 @@ def test_a_ring_is_read_across_its_wrap_with_lost_samples_and_throttling_counted
 
 def sampled_child(code: str, period_ns: int | None = None) -> CpuSamples | None:
     """Samples of a child process while it runs `code` (after importing torch, outside the window)."""
+    return sampler_of_child([code], period_ns).samples
+
+
+def sampler_of_child(blocks: list[str], period_ns: int | None = None) -> Sampler:
+    """A sampler, done, that watched a child process run each of `blocks` in a block of its own,
+    the nth (from 1) counted as n calls (after importing torch, outside the windows)."""
     script = textwrap.dedent("""
         import sys, threading, torch
         x = torch.randn(512, 512)
         print("ready", flush=True)
+        for block in sys.argv[1:]:
+            sys.stdin.readline()
+            exec(block)
+            print("done", flush=True)
         sys.stdin.readline()
-    """) + textwrap.dedent(code) + "\nprint('done', flush=True)\nsys.stdin.readline()\n"
-    with subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          text=True) as child:
+    """)
+    with subprocess.Popen([sys.executable, "-c", script, *map(textwrap.dedent, blocks)], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as child:
         assert child.stdout.readline() == "ready\n"
         with Sampler(lambda: [child.pid], period_ns) as sampler:
             if not sampler.active:
                 child.kill()
                 pytest.skip("this host does not let the harness sample a child process (perf_event_paranoid, seccomp)")
-            with sampler.watching():
-                child.stdin.write("go\n")
-                child.stdin.flush()
-                assert child.stdout.readline() == "done\n"
+            for calls in range(1, len(blocks) + 1):
+                with sampler.watching(calls):
+                    child.stdin.write("go\n")
+                    child.stdin.flush()
+                    assert child.stdout.readline() == "done\n"
         child.stdin.write("exit\n")
         child.stdin.flush()
-    return sampler.samples
+    return sampler
 
 
 # The host's sampling period (longer where its sample rate is low), and CPU seconds of work that
@@ -121,6 +132,32 @@ def test_the_period_is_as_long_as_the_hosts_sample_rate_needs_for_no_event_to_be
     # Rarer than a sample every LONGEST_PERIOD_NS: the run says sampling is missing, and how to fix it.
     assert sampling.too_rare(100_000) is None and sampling.too_rare(1_000) is None and sampling.too_rare(None) is None
     assert "perf_event_max_sample_rate is 500" in sampling.too_rare(500)
+
+
+def throttled_first(monkeypatch, lowered_rate: int) -> None:
+    """The kernel, as seen by the sampler: it lowers its sample rate to `lowered_rate` and throttles
+    the events of the first block watched (one ring's)."""
+    drained, throttles = sampling._drained, iter([1])
+    monkeypatch.setattr(sampling, "_drained", lambda ring: (*drained(ring)[:2], next(throttles, 0)))
+    monkeypatch.setattr(sampling, "max_sample_rate", lambda: lowered_rate)
+
+
+def test_where_the_kernel_throttles_sampling_it_starts_over_at_the_period_its_lowered_rate_allows(monkeypatch):
+    """A throttled event's samples stand for more than a period each, by how much no count tells:
+    what was gathered is dropped and sampling goes on at a longer period, the samples kept a period
+    each."""
+    throttled_first(monkeypatch, lowered_rate=5_000)
+    sampler = sampler_of_child([busy("total = sum(range(10_000))")] * 2, period_ns=HOST_PERIOD_NS)
+    found = sampler.samples
+    assert found.period_ms * 1e6 == max(2 * HOST_PERIOD_NS, sampling.period_for(5_000))
+    assert found.throttled == 1 and found.calls == 2 and sampler.blocks == 1  # the second block only
+    assert found.samples * found.period_ms == pytest.approx(BUSY_S * 1000, rel=0.15)
+
+
+def test_sampling_throttled_down_to_too_long_a_period_says_nothing(monkeypatch):
+    throttled_first(monkeypatch, lowered_rate=500)  # 4 ms: too few samples to tell
+    sampler = sampler_of_child([busy("total = sum(range(10_000))")] * 2, period_ns=HOST_PERIOD_NS)
+    assert sampler.samples is None and not sampler.active and "throttled sampling 1 times" in sampler.refusal
 
 
 def test_library_time_per_call_is_a_period_a_sample_with_what_a_full_ring_lost():
