@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # The database schema has its own number (store.DATABASE_SCHEMA_VERSION). 2: reference_recalibrated_timing,
 # and a speedup against it when it is set. 3: timing_bound. 4: calls_per_sample in timings.
 # 5: the outputs' commit timed apart in timing_bound. 6: others_cores in timings, and busy_machine.
-# 7: library_cpu_ms_per_call and the reference's.
-RESULT_SCHEMA_VERSION = 7
+# 7: library_cpu_ms_per_call and the reference's. 8: sparse_library_cpu_ms_per_call and the reference's.
+RESULT_SCHEMA_VERSION = 8
 
 Precision = Literal["fp32", "fp16", "bf16"]
 Baseline = Literal["eager", "compile"]
@@ -351,7 +351,9 @@ class Observations(BaseModel):
     wall_ms_per_call: float | None = None
     reference_wall_ms_per_call: float | None = None
     library_cpu_ms_per_call: float | None = None
+    sparse_library_cpu_ms_per_call: float | None = None
     reference_library_cpu_ms_per_call: float | None = None
+    reference_sparse_library_cpu_ms_per_call: float | None = None
     vouched_median_ms: float | None = None  # the candidate's median as the harness's clock vouches for it
     timing_bound: TimingBound | None = None
     reference_default_math_timing: TimingStats | None = None
@@ -424,9 +426,12 @@ class Result(BaseModel):
     reference_wall_ms_per_call: float | None = None
     # A CPU run: CPU time a call in PyTorch's or a numeric library's compute code, sampled from
     # outside the worker (worker/sampling.py; None where the host refuses perf events, or the
-    # kernel throttled the sampling to too long a period).
+    # kernel throttled the sampling to too long a period): on calls sampled closely, and sparsely
+    # on its recorded calls (judge/timer.py).
     library_cpu_ms_per_call: float | None = None
+    sparse_library_cpu_ms_per_call: float | None = None
     reference_library_cpu_ms_per_call: float | None = None
+    reference_sparse_library_cpu_ms_per_call: float | None = None
     timing_bound: TimingBound | None = None  # the per-call evidence that bound (judge/timer.py)
     # The reference timed again under PyTorch's default math flags (TF32 in cuDNN convolutions, as
     # PyTorch ships): the speedup a user sees against PyTorch as usually run. The headline

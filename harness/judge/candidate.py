@@ -31,7 +31,7 @@ from ..worker.sampling import CpuSamples
 from . import verdicts
 from .compare import FusedComparison, compare_forms, compare_outputs
 from .integrity import (fallback_evidence, fingerprint, hidden_library_evidence, hidden_operator_evidence,
-                        mutated_inputs, outputs_shared, profiled_too_slow)
+                        library_to_tell_ms, mutated_inputs, outputs_shared, profiled_too_slow)
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
 from .reference import (TRIAL_SEED_OFFSET, Quiet, Recalibration, ReferenceRunner, no_quiet, release_device_cache,
                         surely_faster, worker_job)
@@ -383,7 +383,8 @@ class CandidateRun:
         drain = (lambda: self.reference.busy_ms(IDLE_WAIT_S)) if self.config.device == "cuda" else None
         return Timer(worker, TimingPlan.of(self.config), self.rng, quiet=lambda: self.quiet([worker.pid, self.reference.worker.pid]),
                      feed=self.reference.feeding(worker), batch=batch, cap=self.reference.batch_cap, insist=True, drain=drain,
-                     spoil=True, sample=self.config.device == "cpu")
+                     spoil=True, sample=self.config.device == "cpu", sparse=self.config.device == "cpu",
+                     tell_library_ms=library_to_tell_ms(self.reference.timed.sparse_samples))
 
     def _time(self, worker: Worker, timed: Timed) -> Verdict | None:
         """Its timing, held to the parent's clock. One the clock contradicts is measured once more,
@@ -409,7 +410,9 @@ class CandidateRun:
         self.observed.wall_ms_per_call = round(statistics.median(own.wall_ms), 6)
         self.observed.reference_wall_ms_per_call = round(statistics.median(self.reference.timed.wall_ms), 6)
         self.observed.library_cpu_ms_per_call = library_ms_per_call(own.cpu_samples)
+        self.observed.sparse_library_cpu_ms_per_call = library_ms_per_call(own.sparse_samples)
         self.observed.reference_library_cpu_ms_per_call = library_ms_per_call(self.reference.timed.cpu_samples)
+        self.observed.reference_sparse_library_cpu_ms_per_call = library_ms_per_call(self.reference.timed.sparse_samples)
         self.observed.reference_recalibrated_timing = surely_faster(self.reference.timing, recalibration.timing)
         self.observed.timing_bound = bound
         if disagreement:
@@ -487,7 +490,11 @@ class CandidateRun:
                                       output_elements=self.reference.output_elements)
             evidence += [e for e in found if e not in evidence]
         if Flag.degenerate_problem not in self.observed.flags:
-            evidence += hidden_library_evidence(timed.cpu_samples, timed.profiles, self.reference.timed.cpu_samples)
+            # Sampled closely, or sparsely on the recorded calls (a candidate that notices the first
+            # does its own work there), each held to the reference's sampled alike.
+            reference = self.reference.timed
+            evidence += hidden_library_evidence(timed.cpu_samples, timed.profiles, reference.cpu_samples) or \
+                hidden_library_evidence(timed.sparse_samples, timed.profiles, reference.sparse_samples)
         return verdicts.of_fallback(evidence)
 
     def _profiled_too_slow(self, worker: Worker, timed: Timed, reference_ops: int) -> Verdict | None:

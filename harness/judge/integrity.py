@@ -12,7 +12,7 @@ import statistics
 import torch
 
 from ..worker.protocol import ALLOWED_DTYPES, Profile, TensorRef
-from ..worker.sampling import CpuSamples
+from ..worker.sampling import SAMPLES_TO_TELL, CpuSamples
 from .compare import chunk_elements
 
 # Operators that allocate, reshape, move or copy data: allowed in any candidate's forward. Named
@@ -100,6 +100,11 @@ LITTLE_DATA = 1 / 16
 # least: on a problem of microseconds dispatch and allocation are most of any call's library time.
 HIDDEN_LIBRARY_SHARE = 0.5
 MIN_LIBRARY_MS, MIN_LIBRARY_SAMPLES = 0.1, 64
+# The reference is timed until its calls sampled sparsely hold MIN_LIBRARY_SAMPLES of MIN_LIBRARY_MS a
+# call (judge/timer.py): a candidate's sparse samples are held to its sparse ones, taken alike
+# (sampled closely, a call's library time came out 1.5 times as long: a sample's interrupt costs
+# the thread CPU time where it lands).
+REFERENCE_LIBRARY_TO_TELL_MS = MIN_LIBRARY_MS * SAMPLES_TO_TELL / MIN_LIBRARY_SAMPLES
 
 
 def op_name(qualified: str) -> str:
@@ -309,21 +314,29 @@ def operator_ms(profile: Profile | None) -> float:
     return sum(profile.top_op_ms.values()) if profile else 0.0
 
 
+def library_to_tell_ms(reference: CpuSamples | None) -> float:
+    """The least hidden library CPU time a call that `hidden_library_evidence` convicts against
+    `reference`: what a candidate's sampled calls must be able to tell (0: the rule does not apply,
+    the reference spending too little there, or not sampled)."""
+    if reference is None or reference.library < MIN_LIBRARY_SAMPLES or reference.library_ms_per_call < MIN_LIBRARY_MS:
+        return 0.0
+    return HIDDEN_LIBRARY_SHARE * reference.library_ms_per_call
+
+
 def hidden_library_evidence(candidate: CpuSamples | None, profiles: list[Profile], reference: CpuSamples | None) -> list[str]:
     """Why the candidate's library compute, sampled from outside, is the reference's work hidden
     from the profiler: its CPU time a call in library code, less what its recorded operators can
     explain (their time on every core it may use), is at least HIDDEN_LIBRARY_SHARE of the
     reference's and of its own library time. Empty where either was not sampled (refused, or the
-    kernel throttled sampling down to too long a period), or the reference spends too little
-    there to tell."""
-    if candidate is None or reference is None or not candidate.calls:
+    kernel throttled sampling down to too long a period), where the reference spends too little
+    there to tell (`library_to_tell_ms`), or where the candidate's sampled calls are too few to
+    tell that much (`CpuSamples.tells`: calls sampled sparsely)."""
+    if candidate is None or not candidate.calls or not library_to_tell_ms(reference):
         return []
-    reference_ms = reference.library_ms_per_call
-    if reference.library < MIN_LIBRARY_SAMPLES or reference_ms < MIN_LIBRARY_MS:
-        return []
-    library_ms = candidate.library_ms_per_call
+    reference_ms, library_ms = reference.library_ms_per_call, candidate.library_ms_per_call
+    least_ms = HIDDEN_LIBRARY_SHARE * max(reference_ms, library_ms)
     unseen = library_ms - candidate.cores * max(map(operator_ms, profiles), default=0.0)
-    if unseen < HIDDEN_LIBRARY_SHARE * max(reference_ms, library_ms):
+    if unseen < least_ms or not candidate.tells(least_ms):
         return []
     return [f"{unseen:.3g} ms of CPU time a call ran in PyTorch's (or a numeric library's) compute code that no "
             f"recorded operator explains, {unseen / reference_ms:.0%} of the reference's {reference_ms:.3g} ms "

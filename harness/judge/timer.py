@@ -47,7 +47,7 @@ from ..records import EvalConfig, TimingBound, TimingStats
 from ..worker import processes
 from ..worker.parent import Worker
 from ..worker.protocol import ALLOWED_DTYPES, Command, Profile, Reply, TensorRef, call_outputs
-from ..worker.sampling import CpuSamples, Sampler
+from ..worker.sampling import SPARSE_PERIOD_NS, CpuSamples, Sampler
 
 TARGET_HALF_WIDTH = 0.01  # the median's 95% interval within ±1% of it
 Z95 = 1.96
@@ -126,6 +126,10 @@ SPOILED_WORDS, WORD = 1024, 4
 # a second, half a second of the softmax gave 39 library samples, too few for the rule in
 # judge/integrity.py; a second, 113). By time, not commands: 32 commands of 8 calls gave it 24.
 SAMPLED_COMMANDS, ENOUGH_SAMPLES, SAMPLING_MOST_S = 2, 400, 1.0
+# How long a timing goes on past its plan for its sparse samples (`Timer`): at most this. A 0.25
+# ms softmax reference spends 0.12 ms a call in library code, which 1,070 calls tell at 2 ms;
+# feeding a command of 32 calls their fresh inputs took 0.1 s on the 2-core VM.
+SPARSE_MOST_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,7 @@ class Timed:
     profiled_most: int = PROFILED_BATCH["cpu"]  # calls per profiled command, at most
     others_cores: float | None = None  # a CPU run: cores other processes kept busy meanwhile (processes.OthersCpu)
     cpu_samples: CpuSamples | None = None  # a CPU run: where the worker's threads ran, sampled from outside
+    sparse_samples: CpuSamples | None = None  # the same, sampled sparsely on every other command (`Timer`)
     sampled_commands: int = 0  # commands sampled from outside (their calls are not in the lists above)
     sampled_wall_ms: float = 0.0  # their time by the parent's clock
 
@@ -261,7 +266,7 @@ class Timer:
     def __init__(self, worker: Worker, plan: TimingPlan, rng: random.Random, phase: str = "timing",
                  quiet: Callable[[], ContextManager] = contextlib.nullcontext, feed: Feed | None = None,
                  batch: int = 1, cap: int = 1, insist: bool = False, drain: Callable[[], float] | None = None,
-                 spoil: bool = False, sample: bool = False):
+                 spoil: bool = False, sample: bool = False, sparse: bool = False, tell_library_ms: float = 0.0):
         """`quiet()` is held around the timed calls (on a CPU run: the run's other workers frozen);
         `feed(seeds)` writes the inputs of seeds into the worker (None: it makes them itself);
         `batch`: calls per timed command, at most `cap` (`warm_up` sizes it when `cap` allows more
@@ -272,11 +277,18 @@ class Timer:
         `Timed.others_cores`). `spoil`: garbage goes into a CPU command's outputs before they are
         let go (`spoiled_words`; a candidate's, not the trusted reference's, which may return a
         buffer of its own). `sample`: the worker's threads are sampled (worker/sampling.py) in
-        timed commands chosen at random, whose times are not recorded (`Timed.cpu_samples`)."""
+        timed commands chosen at random, whose times are not recorded (`Timed.cpu_samples`).
+        `sparse`: they are sampled on every other timed command too, the profiled ones excepted,
+        at SPARSE_PERIOD_NS (`Timed.sparse_samples`): too rarely for a candidate to notice, so one
+        cannot do its own work only while sampled closely. Where their calls are too few to tell
+        library CPU time of `tell_library_ms` a call (`Sampler.tells`), the timing goes on past
+        its plan, for SPARSE_MOST_S at most (stopped: "sampling")."""
         self.worker, self.plan, self.rng, self.phase, self.quiet, self.feed = worker, plan, rng, phase, quiet, feed
         self.batch, self.cap, self.insist, self.drain, self.spoil = batch, cap, insist, drain, spoil
-        self.sample = sample
+        self.sample, self.sparse, self.tell_library_ms = sample, sparse, tell_library_ms
         self._sampler: Sampler | None = None  # during a `run` that samples the worker
+        self._sparse: Sampler | None = None  # during a `run` that samples it sparsely
+        self._planned_at = 0.0  # when the plan of the last `run` had its timing stop
         # The last timed command's outputs (CPU), held where they are until `release`: their
         # descriptions and each call's addresses.
         self._located: tuple[list[TensorRef], list[list[int]]] | None = None
@@ -319,25 +331,26 @@ class Timer:
 
     def run(self, check: Check | None = None, profiled: int = MIN_PROFILED) -> tuple[Timed, object]:
         """(what was measured, the first thing `check` objected to, or the failed reply, or None)."""
-        with self.quiet() as others, self._sampling() as sampler:
+        with self.quiet() as others, self._sampling() as (sampler, sparse):
             timed, failed = self._run(check, profiled)
         timed.others_cores = others.cores if isinstance(others, processes.OthersCpu) else None
-        if sampler is not None:
-            timed.cpu_samples = sampler.samples
+        timed.cpu_samples = sampler.samples if sampler is not None else None
+        timed.sparse_samples = sparse.samples if sparse is not None else None
         if failed is None and not (released := self._let_go()).ok:
             return timed, released
         return timed, failed
 
     @contextlib.contextmanager
-    def _sampling(self) -> Iterator[Sampler | None]:
-        if not self.sample:
-            yield None
-            return
-        with Sampler(lambda: processes.tree(self.worker.worker_pid)) as self._sampler:
+    def _sampling(self) -> Iterator[tuple[Sampler | None, Sampler | None]]:
+        """The samplers of a `run`, closely (`sample`) and sparsely (`sparse`), None where not asked for."""
+        def pids() -> list[int]:
+            return processes.tree(self.worker.worker_pid)
+        with Sampler(pids) if self.sample else contextlib.nullcontext() as self._sampler, \
+                Sampler(pids, least_ns=SPARSE_PERIOD_NS) if self.sparse else contextlib.nullcontext() as self._sparse:
             try:
-                yield self._sampler
+                yield self._sampler, self._sparse
             finally:
-                self._sampler = None
+                self._sampler = self._sparse = None
 
     def _run(self, check, profiled: int) -> tuple[Timed, object]:
         timed, began, commands = Timed(batch=self.batch, profiled_most=PROFILED_BATCH[self.plan.device]), time.monotonic(), 0
@@ -444,7 +457,7 @@ class Timer:
         locate = self.plan.device == "cpu"
         command = Command(op="timed", seeds=[] if fed is not None else seeds, calls=calls, fed=fed, profile=profile,
                           locate=locate)
-        with self._sampler.watching(calls) if sampled else contextlib.nullcontext():
+        with self._watching(calls, profile, sampled):
             sent = time.perf_counter()
             reply = self.worker.request(command, self.phase)
             committing = time.perf_counter()
@@ -469,6 +482,14 @@ class Timer:
                 timed.commit_ms.append(commit_ms / calls)
         return reply, fed, wall_ms
 
+    def _watching(self, calls: int, profile: bool, sampled: bool) -> ContextManager:
+        """The sampling of a command: close where chosen, sparse where not profiled."""
+        if sampled:
+            return self._sampler.watching(calls)
+        if self._sparse is not None and not profile:
+            return self._sparse.watching(calls)
+        return contextlib.nullcontext()
+
     @property
     def _sampling_now(self) -> bool:
         return self._sampler is not None and self._sampler.active
@@ -490,23 +511,38 @@ class Timer:
         return set(chosen[:profiled]), set(chosen[profiled:])
 
     def _done(self, timed: Timed, began: float, profiles_due: int) -> bool:
-        n, plan = len(timed.reported_ms), self.plan
         # Profiled and sampled commands are among the first ones: never skipped.
         if len(timed.profiles) < profiles_due or self._sampling_due():
             return False
-        if plan.fixed is not None:
-            timed.stopped = "fixed"
-            return n >= plan.fixed
-        if n < plan.min_trials:
+        if (stopped := self._plan_stopped(timed, began)) is None:
             return False
+        if timed.stopped != "sampling":
+            timed.stopped, self._planned_at = stopped, time.monotonic()
+        if self._sparse_due():
+            timed.stopped = "sampling"
+            return False
+        return True
+
+    def _sparse_due(self) -> bool:
+        """Whether the calls sampled sparsely are too few to tell `tell_library_ms` a call, within
+        SPARSE_MOST_S of the plan's end."""
+        sparse = self._sparse
+        if sparse is None or not sparse.active or not self.tell_library_ms:
+            return False
+        return not sparse.tells(self.tell_library_ms) and time.monotonic() - self._planned_at < SPARSE_MOST_S
+
+    def _plan_stopped(self, timed: Timed, began: float) -> str | None:
+        """Why the plan has the timing stop now, or None."""
+        n, plan = len(timed.reported_ms), self.plan
+        if plan.fixed is not None:
+            return "fixed" if n >= plan.fixed else None
+        if n < plan.min_trials:
+            return None
         if n * timed.batch >= plan.max_trials:  # calls, a batch's each: max_trials is at least min_trials
-            timed.stopped = "max_trials"
-            return True
+            return "max_trials"
         if converged(timed.reported_ms):
-            timed.stopped = "converged"
-            return True
-        timed.stopped = "time_budget"
-        return time.monotonic() - began >= plan.budget_s
+            return "converged"
+        return "time_budget" if time.monotonic() - began >= plan.budget_s else None
 
 
 def busy_machine(candidate: TimingStats, reference: TimingStats) -> str | None:

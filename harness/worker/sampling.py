@@ -55,6 +55,17 @@ MAX_SAMPLE_RATE = "/proc/sys/kernel/perf_event_max_sample_rate"
 # 1,000 a second (2 ms) a second of a 0.2 ms softmax reference gave 113 library samples, where the
 # rule in judge/integrity.py wants 64.
 LONGEST_PERIOD_NS = 2_000_000
+# A period too long for the worker to notice, at which every recorded timed command is sampled
+# (judge/timer.py): at PERIOD_NS a sample cost about 18 us on the 2-core VM, so sampled calls ran
+# 1.15x to 2.2x as long (0.2 ms of Python 1.29x-1.83x, a softmax on two threads 1.15x-1.89x), which
+# a candidate timing a probe of its own tells apart, to do its own work only when watched closely
+# (e2e test). Here a sample costs it 0.9% of its CPU time there, one call in 13 of 0.15 ms gets 18
+# us more, and its calls' own noise is larger. Longer would need more calls than timing makes.
+SPARSE_PERIOD_NS = 2_000_000
+# Library CPU time a call is told apart from none where the calls sampled would give it this many
+# samples: an honest candidate with a tenth of it (0.1 of 32 expected: 3.2) reaches 32 with a
+# probability under 1e-9, and half of it (16 expected) four standard deviations short.
+SAMPLES_TO_TELL = 32
 
 # Code that computes for PyTorch, by the file it lies in: its CPU kernels (libtorch_cpu, with
 # oneDNN and Sleef linked in) and its core, and BLAS, oneDNN and NumPy where a candidate loads them
@@ -80,6 +91,9 @@ class CpuSamples(BaseModel):
     calls: int = 0  # forward calls made while sampled
     cores: int = 1  # the cores the sampled process may run on: CPU time is at most this many times wall time
 
+    def tells(self, ms_per_call: float) -> bool:
+        return tells(ms_per_call, self.calls, self.period_ms)
+
     @property
     def library_ms_per_call(self) -> float:
         """CPU time in library compute code per call, all threads together: a period a sample
@@ -89,10 +103,16 @@ class CpuSamples(BaseModel):
         return self.library * (self.samples + self.lost) / self.samples * self.period_ms / self.calls
 
 
-def period_for(max_sample_rate: int | None) -> int:
-    """The sampling period, in ns of a thread's CPU time, at which the kernel throttles no event
-    (see MAX_SAMPLE_RATE)."""
-    return max(PERIOD_NS, 2_000_000_000 // max_sample_rate) if max_sample_rate else PERIOD_NS
+def tells(ms_per_call: float, calls: int, period_ms: float) -> bool:
+    """Whether library CPU time of `ms_per_call` a call would show in SAMPLES_TO_TELL samples or
+    more over `calls` sampled every `period_ms`."""
+    return ms_per_call * calls >= SAMPLES_TO_TELL * period_ms
+
+
+def period_for(max_sample_rate: int | None, least_ns: int = PERIOD_NS) -> int:
+    """The sampling period, in ns of a thread's CPU time, `least_ns` or longer, at which the kernel
+    throttles no event (see MAX_SAMPLE_RATE)."""
+    return max(least_ns, 2_000_000_000 // max_sample_rate) if max_sample_rate else least_ns
 
 
 def max_sample_rate() -> int | None:
@@ -132,25 +152,25 @@ class Sampler:
     says what they ran there, or stays None where sampling is refused. One event per thread and
     CPU (the kernel follows new threads only for events bound to a CPU), all of one CPU's
     writing into one ring, emptied after each block (a full ring drops samples). `period_ns`:
-    by default the longer of PERIOD_NS and what the host's sample rate allows (`period_for`)."""
+    by default the longer of `least_ns` and what the host's sample rate allows (`period_for`)."""
 
-    def __init__(self, pids: Callable[[], list[int]], period_ns: int | None = None):
-        self.pids, self.period_ns = pids, period_ns
+    def __init__(self, pids: Callable[[], list[int]], period_ns: int | None = None, least_ns: int = PERIOD_NS):
+        self.pids, self.period_ns, self.least_ns = pids, period_ns, least_ns
         self.samples: CpuSamples | None = None
         self.refusal: str | None = None  # why the threads could not be sampled
-        self.blocks = 0  # watched blocks whose samples are kept
+        self.blocks = self.calls = 0  # watched blocks whose samples are kept, and their calls
         self.watched_s = 0.0  # their time
         self._events: list[int] = []
         self._rings: list[mmap.mmap] = []
         self._ips: Counter[int] = Counter()
-        self._lost = self._throttled = self._calls = 0
+        self._lost = self._throttled = 0
         self._cores = 1
 
     def __enter__(self) -> Sampler:
         if _NR_PERF_EVENT_OPEN is None:
             self.refusal = f"no perf_event_open number known for {os.uname().machine}"
             return self
-        self._open(self.period_ns or period_for(max_sample_rate()))
+        self._open(self.period_ns or period_for(max_sample_rate(), self.least_ns))
         return self
 
     def _open(self, period_ns: int) -> None:
@@ -184,6 +204,10 @@ class Sampler:
         """Whether the threads could be sampled."""
         return bool(self._rings)
 
+    def tells(self, ms_per_call: float) -> bool:
+        """Whether the calls sampled so far tell library CPU time of `ms_per_call` a call (`tells`)."""
+        return tells(ms_per_call, self.calls, self.period_ns / 1e6)
+
     @property
     def taken(self) -> int:
         """Samples kept so far, in the blocks watched."""
@@ -213,21 +237,21 @@ class Sampler:
                 for ips, lost, _ in drained:
                     self._ips.update(ips)
                     self._lost += lost
-                self._calls += calls
+                self.calls += calls
                 self.blocks += 1
                 self.watched_s += watched_s
 
     def _start_over(self) -> None:
         """Samples at the old period dropped, the events opened again at the period the host's rate
-        now allows, at least twice the old one (the rate falls in steps); none past LONGEST_PERIOD_NS,
-        whose samples would be too few to tell."""
+        now allows, at least twice the old one (the rate falls in steps); none past LONGEST_PERIOD_NS
+        (or `least_ns`, if longer), whose samples would be too few to tell."""
         self._close()
         self._ips.clear()
-        self._lost = self._calls = self.blocks = 0
+        self._lost = self.calls = self.blocks = 0
         self.watched_s = 0.0
-        period_ns = max(2 * self.period_ns, period_for(max_sample_rate()))
-        if period_ns > LONGEST_PERIOD_NS:
-            self.refusal = f"the kernel throttled sampling {self._throttled} times, down to a period over {LONGEST_PERIOD_NS / 1e6:g} ms"
+        period_ns, longest_ns = max(2 * self.period_ns, period_for(max_sample_rate(), self.least_ns)), max(LONGEST_PERIOD_NS, self.least_ns)
+        if period_ns > longest_ns:
+            self.refusal = f"the kernel throttled sampling {self._throttled} times, down to a period over {longest_ns / 1e6:g} ms"
             return
         self._open(period_ns)
 
@@ -238,7 +262,7 @@ class Sampler:
         self._close()
         library = sum(count for ip, count in self._ips.items() if _is_library_code(code, ip))
         self.samples = CpuSamples(period_ms=self.period_ns / 1e6, samples=self._ips.total(), library=library,
-                                  lost=self._lost, throttled=self._throttled, calls=self._calls, cores=self._cores)
+                                  lost=self._lost, throttled=self._throttled, calls=self.calls, cores=self._cores)
 
     def _close(self) -> None:
         for ring in self._rings:

@@ -32,6 +32,7 @@ class Recording:
         self.idle = idle or []
         self.warm_ms = warm_ms
         self.batch, self.batch_cap = 1, 1  # the reference's own batch, and the most a command may make
+        self.timed = Timed()  # the reference's first timing: nothing sampled
 
     def request(self, command, phase):
         self.events.append((self.name, command.op))

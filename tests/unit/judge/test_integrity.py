@@ -1,11 +1,12 @@
 """The integrity rules the parent applies: computing with PyTorch's own kernels, behaving
 differently when profiled, and changing the inputs."""
 
+import pytest
 import torch
 
 from harness.judge.integrity import (FALLBACK_SHARE, family_of, fallback_evidence, hidden_library_evidence,
-                                     hidden_operator_evidence, mutated_inputs, op_name, outputs_shared,
-                                     profiled_too_slow)
+                                     hidden_operator_evidence, library_to_tell_ms, mutated_inputs, op_name,
+                                     outputs_shared, profiled_too_slow)
 from harness.judge.timer import Timed
 from harness.worker.protocol import KernelTime, Profile, TensorRef
 from harness.worker.sampling import CpuSamples
@@ -344,6 +345,20 @@ def test_library_time_its_recorded_operators_explain_is_left_to_the_fallback_rul
     three_passes = [Profile(ops=["aten::abs", "aten::add", "aten::mul"],
                             top_op_ms={"aten::abs": 0.1, "aten::add": 0.1, "aten::mul": 0.046})]
     assert hidden_library_evidence(sampled(library=1200, calls=100), three_passes, relu) == []
+
+
+def test_hidden_library_time_counts_only_where_the_calls_sampled_can_tell_it():
+    """Sampled sparsely (every 2 ms), 100 calls give a candidate hiding 0.37 ms a call 18 samples:
+    too few to tell half of it from none; 500 calls, 92."""
+    reference = sampled(library=1344, calls=224)  # 0.3 ms a call
+    assert library_to_tell_ms(reference) == pytest.approx(0.15)
+
+    def sparse(calls: int) -> CpuSamples:
+        return CpuSamples(period_ms=2.0, samples=round(calls * 0.4 / 2), library=round(calls * 0.37 / 2), calls=calls)
+    assert hidden_library_evidence(sparse(100), [Profile(ops=[])], reference) == []
+    assert not sparse(100).tells(0.185) and sparse(500).tells(0.185)
+    assert "no recorded operator explains" in hidden_library_evidence(sparse(500), [Profile(ops=[])], reference)[0]
+    assert library_to_tell_ms(sampled(library=40, calls=4)) == 0.0  # too few samples of the reference's to go by
 
 
 def test_a_reference_with_little_library_time_says_nothing_about_hidden_work():

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness.judge.timer import (BATCH_MS, BUSY_CORES, CHECKED_PER_BATCH, PROFILED_BATCH, ENOUGH_SAMPLES, SAMPLED_COMMANDS, SAMPLING_MOST_S, SPOILED_WORDS, WORD,
+from harness.judge.timer import (BATCH_MS, BUSY_CORES, CHECKED_PER_BATCH, PROFILED_BATCH, ENOUGH_SAMPLES, SAMPLED_COMMANDS, SAMPLING_MOST_S, SPARSE_MOST_S, SPOILED_WORDS, WORD,
                                  checked_calls,
                                  ShortBatch, Timed, TimingPlan, Timer, busy_machine, spoiled_words, converged, median_interval, timing_bound, timing_stats, vouched_median)
 from harness.records import TimingBound
@@ -548,16 +548,18 @@ class SampledWorker(FakeWorker):
         self.worker_pid = pid
 
 
-def sampled_timing(child_code: str, call_s: float) -> tuple[Timed, SampledWorker]:
-    """A sampled timing of 6 recorded commands of 4 calls, 2 profiled, where the worker's process
-    runs `child_code` (once started)."""
+def sampled_timing(child_code: str, call_s: float, budget_s: float = 10.0, **sampling_args) -> tuple[Timed, SampledWorker]:
+    """A timing of 6 recorded commands of 4 calls, 2 profiled, sampled closely (or as
+    `sampling_args` say), where the worker's process runs `child_code` (once started)."""
     with subprocess.Popen([sys.executable, "-c", "print('ready', flush=True)\n" + child_code], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, text=True) as child:
         assert child.stdout.readline() == "ready\n"  # started: its start-up is not what is sampled
         worker = SampledWorker(child.pid, call_s)
-        timed, _ = Timer(worker, plan(fixed=6), random.Random(3), batch=4, cap=4, sample=True).run(profiled=2)
+        timer = Timer(worker, plan(fixed=6, budget_s=budget_s), random.Random(3), batch=4, cap=4,
+                      **{"sample": True} | sampling_args)
+        timed, _ = timer.run(profiled=2)
         child.kill()
-    if timed.cpu_samples is None:
+    if (timed.cpu_samples or timed.sparse_samples) is None:
         pytest.skip("this host does not let the harness sample a child process (perf_event_paranoid, seccomp)")
     return timed, worker
 
@@ -587,6 +589,41 @@ def test_a_command_whose_sampling_the_kernel_throttled_is_sampled_again(monkeypa
     assert timed.cpu_samples.throttled == 1 and timed.sampled_commands == SAMPLED_COMMANDS + 1
     assert timed.cpu_samples.calls == 4 * SAMPLED_COMMANDS  # the throttled command's left out
     assert len(timed.reported_ms) == 6 and len(worker.commands) == 1 + 6 + 2 + SAMPLED_COMMANDS + 1
+
+
+SPARSE_PERIOD_MS = sampling.period_for(sampling.max_sample_rate(), sampling.SPARSE_PERIOD_NS) / 1e6
+
+
+def test_every_other_command_is_sampled_sparsely_so_a_candidate_cannot_tell_when_it_is_watched():
+    """Closely sampled calls run slower, which a candidate can notice; sparsely, every command but
+    the profiled and the closely sampled ones (the first, unrecorded batch included) is sampled
+    alike."""
+    timed, worker = sampled_timing("while True: pass", call_s=0.02, sparse=True)
+    assert timed.sparse_samples.period_ms == SPARSE_PERIOD_MS
+    assert timed.sparse_samples.calls == 4 + 4 * 6 and timed.cpu_samples.calls == 4 * SAMPLED_COMMANDS
+    assert timed.sparse_samples.samples * SPARSE_PERIOD_MS == pytest.approx(0.02 * 4 * 7 * 1000, rel=0.3)
+    assert timed.stopped == "fixed"  # no library time to tell: the plan alone decides
+    alone, _ = sampled_timing("while True: pass", call_s=0.02, sparse=True, sample=False)
+    assert alone.cpu_samples is None and alone.sparse_samples.calls == 4 + 4 * 6
+
+
+def test_timing_goes_on_until_its_sparse_samples_can_tell_the_library_time_asked_for():
+    """Too few calls sampled sparsely would let hidden library work pass unseen: the timing goes on
+    past its plan until they tell `tell_library_ms` a call (SAMPLES_TO_TELL samples of it)."""
+    tell_ms = 1.0
+    timed, _ = sampled_timing("import sys; sys.stdin.read()", call_s=0.005, sparse=True, tell_library_ms=tell_ms)
+    calls = timed.sparse_samples.calls
+    assert timed.stopped == "sampling" and timed.sparse_samples.tells(tell_ms)
+    assert tell_ms * (calls - 4) < sampling.SAMPLES_TO_TELL * SPARSE_PERIOD_MS  # a command fewer would not
+    assert len(timed.reported_ms) == (calls - 4) // 4 > 6  # recorded: more trials than the plan's
+
+
+def test_timing_goes_on_for_its_sparse_samples_a_while_past_its_plan_at_most():
+    began = time.monotonic()
+    timed, _ = sampled_timing("import sys; sys.stdin.read()", call_s=0.005, sample=False, sparse=True,
+                              tell_library_ms=1e-6)
+    assert timed.stopped == "sampling" and not timed.sparse_samples.tells(1e-6)
+    assert SPARSE_MOST_S <= time.monotonic() - began < SPARSE_MOST_S + 1.0  # the plan's 10 commands: 0.2 s
 
 
 def test_commands_are_sampled_until_their_samples_are_enough_to_tell_or_for_a_second():

@@ -129,6 +129,7 @@ def test_the_period_is_as_long_as_the_hosts_sample_rate_needs_for_no_event_to_be
     assert sampling.period_for(100_000) == sampling.PERIOD_NS  # the kernel's default rate
     assert sampling.period_for(5_000) == 400_000  # lowered by the kernel: 2,500 samples a second at most
     assert sampling.period_for(None) == sampling.PERIOD_NS  # not readable: the default
+    assert sampling.period_for(5_000, least_ns=sampling.SPARSE_PERIOD_NS) == sampling.SPARSE_PERIOD_NS  # long enough
     # Rarer than a sample every LONGEST_PERIOD_NS: the run says sampling is missing, and how to fix it.
     assert sampling.too_rare(100_000) is None and sampling.too_rare(1_000) is None and sampling.too_rare(None) is None
     assert "perf_event_max_sample_rate is 500" in sampling.too_rare(500)
