@@ -72,7 +72,8 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
     ev.add_argument("--min-trials", type=number(int, 1), default=5,
                     help="adaptive timing: at least this many samples (a call, or a CPU batch of quick calls)")
     ev.add_argument("--max-trials", type=number(int, 1), default=200,
-                    help="adaptive timing: at most this many calls, unless fewer than --min-trials samples")
+                    help="adaptive timing: at most this many calls, unless fewer than --min-trials samples (on the "
+                         "CPU more, for 2 s at most, where too few to tell hidden library work: stopped 'sampling')")
     ev.add_argument("--time-budget", type=number(float, 0, above=True), default=2.0, help="adaptive timing: seconds per model")
     ev.add_argument("--timeout", type=number(float, 0, above=True), default=300.0, help="seconds allowed per phase, import included where it compiles nothing")
     ev.add_argument("--build-timeout", type=number(float, 0, above=True), default=900.0, help="seconds to build a candidate (and to import one that compiles)")

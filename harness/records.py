@@ -242,7 +242,9 @@ class TimingStats(BaseModel):
     clock: Literal["cuda_event", "perf_counter"]
     ci_low_ms: float | None = None  # the median's 95% confidence interval (order statistics)
     ci_high_ms: float | None = None
-    stopped: str | None = None  # why timing stopped: converged, time_budget, max_trials, fixed
+    # Why timing stopped: converged, time_budget, max_trials, fixed; or sampling: past those, until
+    # a CPU timing's calls sampled sparsely could tell hidden library work (judge/timer.py).
+    stopped: str | None = None
     # Calls per sample: each sample is the mean of so many calls timed back to back on inputs of
     # their own (a CPU batch, judge/timer.py), n samples of them.
     calls_per_sample: int = 1

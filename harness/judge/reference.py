@@ -20,7 +20,7 @@ from ..records import EvalConfig, Problem, TimingStats
 from ..worker.parent import REAL_TIME, Pace, Placement, Worker, WorkerStopped
 from ..worker.protocol import MAX_BATCH_CALLS, MAX_TENSORS, Command, HardwareFloor, ParamDigest, Peaks, Profile, Reply, TensorRef, WorkerJob
 from .degenerate import DegenerateCheck
-from .integrity import REFERENCE_LIBRARY_TO_TELL_MS, mutated_inputs
+from .integrity import REFERENCE_LIBRARY_TO_TELL_MS, REFERENCE_SPARSE_SAMPLES, mutated_inputs
 from .timer import Feed, Timed, Timer, TimingPlan, timing_stats
 
 TRIAL_SEED_OFFSET = 1000  # correctness trials' inputs use seeds apart from the init seed
@@ -196,7 +196,7 @@ class ReferenceRunner:
             self.floor = self._request(Command(op="floor", seed=self.rng.getrandbits(62)), "floor").floor
         self.batch_cap = self._batch_cap()
         timed = self._time(TimingPlan.of(self.config), profiled=1, warm_up=True, size=True, sample=True,
-                           tell_library_ms=REFERENCE_LIBRARY_TO_TELL_MS)
+                           tell_library_ms=REFERENCE_LIBRARY_TO_TELL_MS, sparse_enough=REFERENCE_SPARSE_SAMPLES)
         if needs_second_look(timed.reported_ms):
             again = self._time(TimingPlan.of(self.config), profiled=0)
             timed.reported_ms += again.reported_ms
@@ -233,14 +233,14 @@ class ReferenceRunner:
         return int(GPU_BATCH_SHARE * self.memory_bytes) if self.config.device == "cuda" else BATCH_BYTES
 
     def _time(self, plan: TimingPlan, profiled: int, warm_up: bool = False, size: bool = False, sample: bool = False,
-              batch: int | None = None, tell_library_ms: float = 0.0) -> Timed:
+              batch: int | None = None, tell_library_ms: float = 0.0, sparse_enough: int | None = None) -> Timed:
         """Timed calls, `batch` to a command (its own batch by default); with `size`, its batch is
         sized first, after the warm-up; with `sample`, its threads sampled closely (on a CPU run),
         and sparsely on a CPU run always, as a candidate's: that costs every call alike (until the
-        sparse samples tell `tell_library_ms` a call: `Timer`)."""
+        sparse samples tell `tell_library_ms` a call, or are `sparse_enough`: `Timer`)."""
         timer = Timer(self.worker, plan, self.rng, "reference timing", self._quiet, self.feeding(self.worker),
                       batch=batch or self.batch, cap=self.batch_cap, sample=sample and self.config.device == "cpu",
-                      sparse=self.config.device == "cpu", tell_library_ms=tell_library_ms)
+                      sparse=self.config.device == "cpu", tell_library_ms=tell_library_ms, sparse_enough=sparse_enough)
         if warm_up:
             self._checked(lambda: timer.warm_up(size=size), "warm-up")
             if size:

@@ -266,7 +266,8 @@ class Timer:
     def __init__(self, worker: Worker, plan: TimingPlan, rng: random.Random, phase: str = "timing",
                  quiet: Callable[[], ContextManager] = contextlib.nullcontext, feed: Feed | None = None,
                  batch: int = 1, cap: int = 1, insist: bool = False, drain: Callable[[], float] | None = None,
-                 spoil: bool = False, sample: bool = False, sparse: bool = False, tell_library_ms: float = 0.0):
+                 spoil: bool = False, sample: bool = False, sparse: bool = False, tell_library_ms: float = 0.0,
+                 sparse_enough: int | None = None):
         """`quiet()` is held around the timed calls (on a CPU run: the run's other workers frozen);
         `feed(seeds)` writes the inputs of seeds into the worker (None: it makes them itself);
         `batch`: calls per timed command, at most `cap` (`warm_up` sizes it when `cap` allows more
@@ -282,10 +283,12 @@ class Timer:
         at SPARSE_PERIOD_NS (`Timed.sparse_samples`): too rarely for a candidate to notice, so one
         cannot do its own work only while sampled closely. Where their calls are too few to tell
         library CPU time of `tell_library_ms` a call (`Sampler.tells`), the timing goes on past
-        its plan, for SPARSE_MOST_S at most (stopped: "sampling")."""
+        its plan, for SPARSE_MOST_S at most (stopped: "sampling"), or until they are `sparse_enough`
+        samples in all (a trusted reference's, whose work is all on its calls: a candidate's other
+        threads could take them spinning)."""
         self.worker, self.plan, self.rng, self.phase, self.quiet, self.feed = worker, plan, rng, phase, quiet, feed
         self.batch, self.cap, self.insist, self.drain, self.spoil = batch, cap, insist, drain, spoil
-        self.sample, self.sparse, self.tell_library_ms = sample, sparse, tell_library_ms
+        self.sample, self.sparse, self.tell_library_ms, self.sparse_enough = sample, sparse, tell_library_ms, sparse_enough
         self._sampler: Sampler | None = None  # during a `run` that samples the worker
         self._sparse: Sampler | None = None  # during a `run` that samples it sparsely
         self._planned_at = 0.0  # when the plan of the last `run` had its timing stop
@@ -529,7 +532,9 @@ class Timer:
         sparse = self._sparse
         if sparse is None or not sparse.active or not self.tell_library_ms:
             return False
-        return not sparse.tells(self.tell_library_ms) and time.monotonic() - self._planned_at < SPARSE_MOST_S
+        if sparse.tells(self.tell_library_ms) or (self.sparse_enough is not None and sparse.taken >= self.sparse_enough):
+            return False
+        return time.monotonic() - self._planned_at < SPARSE_MOST_S
 
     def _plan_stopped(self, timed: Timed, began: float) -> str | None:
         """Why the plan has the timing stop now, or None."""

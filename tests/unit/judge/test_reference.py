@@ -136,7 +136,7 @@ def started(*timings: list[float]):
     runner.load = lambda: None
     asked = []
 
-    def time(plan, profiled, warm_up=False, size=False, sample=False, tell_library_ms=0.0):
+    def time(plan, profiled, warm_up=False, size=False, sample=False, tell_library_ms=0.0, sparse_enough=None):
         samples = timings[len(asked)]
         asked.append(profiled)
         return Timed(reported_ms=list(samples), wall_ms=[s + 1.0 for s in samples], stopped="time_budget")

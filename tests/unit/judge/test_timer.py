@@ -618,6 +618,14 @@ def test_timing_goes_on_until_its_sparse_samples_can_tell_the_library_time_asked
     assert len(timed.reported_ms) == (calls - 4) // 4 > 6  # recorded: more trials than the plan's
 
 
+def test_a_trusted_timing_stops_going_on_once_its_sparse_samples_are_enough_in_all():
+    """A reference's work is all on its calls: samples enough in all say its library time too."""
+    enough = round(0.3 / (SPARSE_PERIOD_MS / 1e3))  # 0.3 s of the busy child's time: the plan's commands take 0.14 s
+    timed, _ = sampled_timing("while True: pass", call_s=0.005, sample=False, sparse=True, tell_library_ms=1e-6,
+                              sparse_enough=enough)
+    assert timed.stopped == "sampling" and enough <= timed.sparse_samples.samples < 1.3 * enough  # 20 ms a command
+
+
 def test_timing_goes_on_for_its_sparse_samples_a_while_past_its_plan_at_most():
     began = time.monotonic()
     timed, _ = sampled_timing("import sys; sys.stdin.read()", call_s=0.005, sample=False, sparse=True,
