@@ -499,52 +499,49 @@ def test_an_extension_that_computes_nothing_beside_library_work_hidden_from_the_
 
 def test_a_candidate_that_does_its_own_work_only_while_sampled_closely_is_caught(tmp_path):
     """Closely sampled calls run slower (a sample costs about 18 us on the 2-core VM), which a
-    probe timed before each call tells apart: there it runs a softmax of its own, elsewhere the
-    reference's, redispatched below the profiler. Every other call is sampled sparsely, too rarely
-    for the probe to notice, and the timing goes on until those calls can tell the library time."""
-    write(tmp_path / "problems", "", "mid_softmax.py", """
+    probe timed before each call tells apart: there it runs a matmul of its own, elsewhere the
+    reference's, redispatched below the profiler (`ok` at 0.38x for a softmax with only close
+    sampling, 2026-12-05). Every other call is sampled sparsely, too rarely for the probe to
+    notice, and the timing goes on until those calls can tell the library time."""
+    write(tmp_path / "problems", "", "small_matmul.py", """
         import torch
         import torch.nn as nn
         class Model(nn.Module):
-            def forward(self, x):
-                return torch.softmax(x, dim=1)
+            def forward(self, a, b):
+                return torch.matmul(a, b)
         def get_inputs():
-            return [torch.randn(256, 2048)]
+            return [torch.randn(192, 192), torch.randn(192, 192)]
         def get_init_inputs():
             return []
         """)
-    write(tmp_path / "c", "mid_softmax", "own_work_when_watched.py", r'''
+    write(tmp_path / "c", "small_matmul", "own_work_when_watched.py", r'''
         import torch
         import torch.nn as nn
         from torch.utils.cpp_extension import load_inline
-        _own = load_inline(name="own_softmax_ext", cpp_sources=r"""
+        _own = load_inline(name="own_matmul_ext", cpp_sources=r"""
         #include <torch/extension.h>
         #include <chrono>
-        #include <cmath>
         double probe() {  // seconds a fixed loop takes: longer where interrupts (samples) land
             auto began = std::chrono::steady_clock::now();
             volatile int64_t total = 0;
             for (int64_t i = 0; i < 300000; ++i) total = total + i;
             return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
         }
-        torch::Tensor softmax_rows(torch::Tensor x) {
-            x = x.contiguous();
-            auto y = torch::empty_like(x);
-            const float* in = x.data_ptr<float>();
-            float* out = y.data_ptr<float>();
-            int64_t rows = x.size(0), cols = x.size(1);
-            for (int64_t r = 0; r < rows; ++r) {
-                const float* a = in + r * cols;
-                float* b = out + r * cols;
-                float top = a[0], total = 0.0f;
-                for (int64_t c = 1; c < cols; ++c) top = a[c] > top ? a[c] : top;
-                for (int64_t c = 0; c < cols; ++c) { b[c] = std::exp(a[c] - top); total += b[c]; }
-                for (int64_t c = 0; c < cols; ++c) b[c] /= total;
-            }
-            return y;
+        torch::Tensor matmul(torch::Tensor a, torch::Tensor b) {
+            a = a.contiguous();
+            b = b.contiguous();
+            int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+            auto c = torch::zeros({n, m}, a.options());
+            const float* x = a.data_ptr<float>();
+            const float* y = b.data_ptr<float>();
+            float* z = c.data_ptr<float>();
+            for (int64_t i = 0; i < n; ++i)
+                for (int64_t p = 0; p < k; ++p)
+                    for (int64_t j = 0; j < m; ++j) z[i * m + j] += x[i * k + p] * y[p * m + j];
+            return c;
         }
-        """, functions=["probe", "softmax_rows"])
-        _call = getattr(torch.ops.aten._softmax.default, "re" + "dispatch")
+        """, functions=["probe", "matmul"])
+        _call = getattr(torch.ops.aten.mm.default, "re" + "dispatch")
         _keys = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
         _probes = []
 
@@ -556,8 +553,8 @@ def test_a_candidate_that_does_its_own_work_only_while_sampled_closely_is_caught
             return len(_probes) > 20 and min(_probes[-2:]) > 1.15 * usual
 
         class ModelNew(nn.Module):
-            def forward(self, x):
-                return _own.softmax_rows(x) if _watched() else _call(_keys, x, 1, False)
+            def forward(self, a, b):
+                return _own.matmul(a, b) if _watched() else _call(_keys, a, b)
         ''')
     assert main(["eval", str(tmp_path / "c"), "--problems", str(tmp_path / "problems"), "--out", str(tmp_path / "out"),
                  "--device", "cpu", "--db", str(tmp_path / "h.db"), "--build-dir", str(tmp_path / "build")]) == 0
