@@ -191,7 +191,7 @@ class Timed:
     profiled_most: int = PROFILED_BATCH["cpu"]  # calls per profiled command, at most
     others_cores: float | None = None  # a CPU run: cores other processes kept busy meanwhile (processes.OthersCpu)
     cpu_samples: CpuSamples | None = None  # a CPU run: where the worker's threads ran, sampled from outside
-    sparse_samples: CpuSamples | None = None  # the same, sampled sparsely on every other command (`Timer`)
+    sparse_samples: CpuSamples | None = None  # the same, sampled sparsely on all the other commands (`Timer`)
     sampled_commands: int = 0  # commands sampled from outside (their calls are not in the lists above)
     sampled_wall_ms: float = 0.0  # their time by the parent's clock
 
@@ -279,7 +279,7 @@ class Timer:
         let go (`spoiled_words`; a candidate's, not the trusted reference's, which may return a
         buffer of its own). `sample`: the worker's threads are sampled (worker/sampling.py) in
         timed commands chosen at random, whose times are not recorded (`Timed.cpu_samples`).
-        `sparse`: they are sampled on every other timed command too, the profiled ones excepted,
+        `sparse`: they are sampled on all the other timed commands too, the profiled ones excepted,
         at SPARSE_PERIOD_NS (`Timed.sparse_samples`): too rarely for a candidate to notice, so one
         cannot do its own work only while sampled closely. Where their calls are too few to tell
         library CPU time of `tell_library_ms` a call (`Sampler.tells`), the timing goes on past
