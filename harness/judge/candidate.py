@@ -31,7 +31,7 @@ from ..worker.sampling import CpuSamples
 from . import verdicts
 from .compare import FusedComparison, compare_forms, compare_outputs
 from .integrity import (fallback_evidence, fingerprint, hidden_library_evidence, hidden_operator_evidence,
-                        library_to_tell_ms, mutated_inputs, outputs_shared, profiled_too_slow)
+                        library_to_tell_ms, mutated_inputs, outputs_shared, profiled_too_slow, untold_library)
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
 from .reference import (TRIAL_SEED_OFFSET, Quiet, Recalibration, ReferenceRunner, no_quiet, release_device_cache,
                         surely_faster, worker_job)
@@ -493,6 +493,10 @@ class CandidateRun:
             # Sampled closely, or sparsely on the recorded calls (a candidate that notices the first
             # does its own work there), each held to the reference's sampled alike.
             reference = self.reference.timed
+            untold = untold_library(timed.sampling_refusal, ((timed.cpu_samples, reference.cpu_samples),
+                                                             (timed.sparse_samples, reference.sparse_samples)))
+            if untold is not None and not evidence:
+                return verdicts.unsampled(untold)
             evidence += hidden_library_evidence(timed.cpu_samples, timed.profiles, reference.cpu_samples) or \
                 hidden_library_evidence(timed.sparse_samples, timed.profiles, reference.sparse_samples)
         return verdicts.of_fallback(evidence)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from collections.abc import Iterable
 
 import torch
 
@@ -323,6 +324,15 @@ def library_to_tell_ms(reference: CpuSamples | None) -> float:
     if reference is None or reference.library < MIN_LIBRARY_SAMPLES or reference.library_ms_per_call < MIN_LIBRARY_MS:
         return 0.0
     return HIDDEN_LIBRARY_SHARE * reference.library_ms_per_call
+
+
+def untold_library(refusal: str | None, pairs: Iterable[tuple[CpuSamples | None, CpuSamples | None]]) -> str | None:
+    """`refusal` (why the candidate's threads could not be sampled), where a pair of the candidate's
+    samples and the reference's taken alike lacks the first while the second would convict
+    (`library_to_tell_ms`): its library time untold where the rule applies. Else None."""
+    if refusal is None:
+        return None
+    return refusal if any(own is None and library_to_tell_ms(theirs) for own, theirs in pairs) else None
 
 
 def hidden_library_evidence(candidate: CpuSamples | None, profiles: list[Profile], reference: CpuSamples | None) -> list[str]:

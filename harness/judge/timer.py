@@ -192,6 +192,7 @@ class Timed:
     others_cores: float | None = None  # a CPU run: cores other processes kept busy meanwhile (processes.OthersCpu)
     cpu_samples: CpuSamples | None = None  # a CPU run: where the worker's threads ran, sampled from outside
     sparse_samples: CpuSamples | None = None  # the same, sampled sparsely on all the other commands (`Timer`)
+    sampling_refusal: str | None = None  # why either could not be sampled (the other may have been)
     sampled_commands: int = 0  # commands sampled from outside (their calls are not in the lists above)
     sampled_wall_ms: float = 0.0  # their time by the parent's clock
 
@@ -339,6 +340,7 @@ class Timer:
         timed.others_cores = others.cores if isinstance(others, processes.OthersCpu) else None
         timed.cpu_samples = sampler.samples if sampler is not None else None
         timed.sparse_samples = sparse.samples if sparse is not None else None
+        timed.sampling_refusal = next((s.refusal for s in (sampler, sparse) if s is not None and s.refusal), None)
         if failed is None and not (released := self._let_go()).ok:
             return timed, released
         return timed, failed

@@ -176,6 +176,12 @@ def gpu_shared() -> Verdict:
                          "needs a GPU of its own)")
 
 
+def unsampled(refusal: str) -> Verdict:
+    return Verdict(status=Status.skipped, phase=Phase.timing,
+                   error="not judged: its threads could not be sampled from outside where the reference's were, so "
+                         f"library work hidden from the profiler would have gone unseen: {refusal}")
+
+
 def of_trial(check: CheckResult, changed_inputs: list[int], trial: int, trials: int, init_differs: bool,
              atol: float) -> Verdict | None:
     """One correctness trial: inputs must come back unchanged, outputs must match."""

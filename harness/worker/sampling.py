@@ -17,6 +17,7 @@ import math
 import mmap
 import os
 import re
+import resource
 import struct
 import subprocess
 import sys
@@ -174,12 +175,29 @@ class Sampler:
         return self
 
     def _open(self, period_ns: int) -> None:
+        """One event per thread and CPU. Where they are more than this process may open, its soft
+        limit on open files is raised to the hard one and they are opened again: a candidate's 600
+        idle threads on two CPUs had put its calls out of sight behind the usual soft limit of 1,024
+        (where the reference's sampling still convicts, judge/candidate.py skips such a candidate)."""
         pids = self.pids()
-        self.period_ns, attr, threads = period_ns, _attr(period_ns), _threads(pids)
+        self.period_ns, attr = period_ns, _attr(period_ns)
         try:
             self._cores = len(os.sched_getaffinity(pids[0])) if pids else 1
         except OSError:
             self._cores = os.cpu_count() or 1
+        failed = self._open_events(attr, threads := _threads(pids))
+        if failed is not None and failed.errno == errno.EMFILE and more_open_files():
+            failed = self._open_events(attr, threads := _threads(pids))
+        if failed is None:
+            return
+        self.refusal = f"{failed.filename or 'mmap'}: {os.strerror(failed.errno) if failed.errno else failed}"
+        if failed.errno == errno.EMFILE:
+            self.refusal += (f"; {len(threads)} threads on {os.cpu_count() or 1} CPUs need an event each on each, and the "
+                             f"harness may open {resource.getrlimit(resource.RLIMIT_NOFILE)[0]} files (ulimit -Hn)")
+
+    def _open_events(self, attr: ctypes.Array, threads: list[int]) -> OSError | None:
+        """Every thread's events opened, or why not (and none left open: sampling some threads only
+        would say too little)."""
         try:
             for cpu in range(os.cpu_count() or 1):
                 leader = None
@@ -196,8 +214,9 @@ class Sampler:
                     elif _libc.ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, leader) != 0:
                         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), "PERF_EVENT_IOC_SET_OUTPUT")
         except OSError as exc:
-            self.refusal = f"{exc.filename or 'mmap'}: {os.strerror(exc.errno) if exc.errno else exc}"
-            self._close()  # refused: sampling some threads only would say too little
+            self._close()
+            return exc
+        return None
 
     @property
     def active(self) -> bool:
@@ -270,6 +289,18 @@ class Sampler:
         for fd in self._events:
             os.close(fd)
         self._events, self._rings = [], []
+
+
+def more_open_files() -> bool:
+    """Raise this process's soft limit on open files to its hard limit; whether it rose."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        return False
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):  # an unlimited hard limit, past what the kernel allows (fs.nr_open)
+        return False
+    return True
 
 
 def refused() -> str | None:

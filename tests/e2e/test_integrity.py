@@ -3,6 +3,10 @@ either rejected or held to its honest speed. (GPU-only threats, side streams and
 fallbacks, are in tests/gpu/.)"""
 
 import json
+import os
+import resource
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -495,6 +499,62 @@ def test_an_extension_that_computes_nothing_beside_library_work_hidden_from_the_
     assert hidden["status"] == "rejected" and hidden["flags"] == ["reference_fallback"], (hidden["status"], hidden["error"], sampled)
     assert "no recorded operator explains" in hidden["error"]
     assert all(own is not None and reference is not None for own, reference in sampled.values()), sampled
+
+
+def test_a_candidate_that_starts_threads_past_the_limit_on_open_files_is_sampled_or_not_judged(tmp_path):
+    """The sampler opens an event for each of the worker's threads on each CPU. The `noop`
+    extension above, beside 600 idle threads, got its sampling refused behind the usual soft limit
+    of 1,024 open files on two CPUs and passed `ok` at 0.72x (2026-12-05). The harness now raises
+    its soft limit to the hard one; where the hard one is too low still, the candidate is not
+    judged, since the reference's sampling would have convicted it."""
+    cpus = os.cpu_count() or 1
+    limit, threads = 512 * cpus, 600  # the reference's threads fit (a few beside one a CPU), these do not
+    write(tmp_path / "problems", "", "mid_softmax.py", """
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.softmax(x, dim=1)
+        def get_inputs():
+            return [torch.randn(256, 2048)]
+        def get_init_inputs():
+            return []
+        """)
+    write(tmp_path / "c", "mid_softmax", "noop_many_threads.py", f"""
+        import threading
+        import torch
+        import torch.nn as nn
+        from torch.utils.cpp_extension import load_inline
+        _noop = load_inline(name="noop_ext", cpp_sources="int noop() {{ return 0; }}", functions=["noop"])
+        _call = getattr(torch.ops.aten._softmax.default, "re" + "dispatch")
+        _keys = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+        _idle = threading.Event()
+        for _ in range({threads}):
+            threading.Thread(target=_idle.wait, daemon=True).start()
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                _noop.noop()
+                return _call(_keys, x, 1, False)
+        """)
+    if (refusal := sampling.refused()) is not None:
+        pytest.skip(f"this host does not let the harness sample a worker: {refusal}")
+
+    def judged(soft: int, hard: int, out: str) -> dict:
+        subprocess.run([sys.executable, "-m", "harness", "eval", str(tmp_path / "c"), "--problems", str(tmp_path / "problems"),
+                        "--out", str(tmp_path / out), "--device", "cpu", "--db", str(tmp_path / "h.db"),
+                        "--build-dir", str(tmp_path / "build")], check=True, stdout=subprocess.DEVNULL,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)))
+        return json.loads((tmp_path / out / "results.jsonl").read_text())
+
+    untold = judged(limit, limit, "out_hard")
+    assert untold["status"] == "skipped" and "could not be sampled" in untold["error"], (untold["status"], untold["error"])
+    assert "Too many open files" in untold["error"] and f"may open {limit} files" in untold["error"]
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 2 * (threads + 8) * cpus + 256:
+        pytest.skip(f"the hard limit on open files here ({hard}) is too low for the candidate's threads to be sampled")
+    caught = judged(limit, hard, "out_soft")
+    assert caught["status"] == "rejected" and "no recorded operator explains" in caught["error"], \
+        (caught["status"], caught["error"], caught["sparse_library_cpu_ms_per_call"], caught["library_cpu_ms_per_call"])
 
 
 def test_a_candidate_that_does_its_own_work_only_while_sampled_closely_is_caught(tmp_path):

@@ -6,7 +6,7 @@ import torch
 
 from harness.judge.integrity import (FALLBACK_SHARE, family_of, fallback_evidence, hidden_library_evidence,
                                      hidden_operator_evidence, library_to_tell_ms, mutated_inputs, op_name,
-                                     outputs_shared, profiled_too_slow)
+                                     outputs_shared, profiled_too_slow, untold_library)
 from harness.judge.timer import Timed
 from harness.worker.protocol import KernelTime, Profile, TensorRef
 from harness.worker.sampling import CpuSamples
@@ -359,6 +359,18 @@ def test_hidden_library_time_counts_only_where_the_calls_sampled_can_tell_it():
     assert not sparse(100).tells(0.185) and sparse(500).tells(0.185)
     assert "no recorded operator explains" in hidden_library_evidence(sparse(500), [Profile(ops=[])], reference)[0]
     assert library_to_tell_ms(sampled(library=40, calls=4)) == 0.0  # too few samples of the reference's to go by
+
+
+def test_a_candidate_whose_threads_could_not_be_sampled_where_the_reference_convicts_is_untold():
+    """Its sampling refused (600 idle threads past the harness's limit on open files, 2026-12-05)
+    where the reference's, sampled alike, would have convicted hidden library work: the rule could
+    not be applied. Not where the reference's says nothing either, nor where nothing was refused."""
+    reference, refusal = sampled(library=1344, calls=224), "perf_event_open: Too many open files; 603 threads on 2 CPUs"
+    assert untold_library(refusal, [(sampled(library=472, calls=64), reference), (None, reference)]) == refusal
+    assert untold_library(refusal, [(None, reference), (sampled(library=472, calls=64), None)]) == refusal
+    assert untold_library(refusal, [(None, sampled(library=2000, calls=10_000))]) is None  # 0.01 ms a call: no rule
+    assert untold_library(refusal, [(None, None)]) is None
+    assert untold_library(None, [(None, reference)]) is None  # not sampled at all (a GPU run)
 
 
 def test_a_reference_with_little_library_time_says_nothing_about_hidden_work():

@@ -607,6 +607,26 @@ def test_every_other_command_is_sampled_sparsely_so_a_candidate_cannot_tell_when
     assert alone.cpu_samples is None and alone.sparse_samples.calls == 4 + 4 * 6
 
 
+def test_a_timing_says_why_its_worker_could_not_be_sampled(monkeypatch):
+    """Sparsely refused (its threads more than the harness may open events for), closely sampled:
+    the refusal is kept beside the samples taken, for the judge to weigh."""
+    opened = []
+
+    def refuse_the_second(self, attr, threads):
+        opened.append(self)
+        if len(opened) == 2:
+            return OSError(24, "Too many open files", "perf_event_open")
+        return open_events(self, attr, threads)
+    open_events = sampling.Sampler._open_events
+    monkeypatch.setattr(sampling.Sampler, "_open_events", refuse_the_second)
+    monkeypatch.setattr(sampling, "more_open_files", lambda: False)
+    timed, _ = sampled_timing("while True: pass", call_s=0.02, sparse=True)
+    assert timed.sparse_samples is None and timed.cpu_samples is not None
+    assert timed.sampling_refusal.startswith("perf_event_open: Too many open files; ")
+    plain, _ = sampled_timing("while True: pass", call_s=0.02, sparse=True)
+    assert plain.sampling_refusal is None
+
+
 def test_timing_goes_on_until_its_sparse_samples_can_tell_the_library_time_asked_for():
     """Too few calls sampled sparsely would let hidden library work pass unseen: the timing goes on
     past its plan until they tell `tell_library_ms` a call (SAMPLES_TO_TELL samples of it)."""

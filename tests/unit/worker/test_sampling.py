@@ -2,6 +2,8 @@
 code lies in, library compute told apart from the interpreter and from a candidate's own code."""
 
 import mmap
+import os
+import resource
 import struct
 import subprocess
 import sys
@@ -166,3 +168,71 @@ def test_library_time_per_call_is_a_period_a_sample_with_what_a_full_ring_lost()
     found = CpuSamples(period_ms=0.05, samples=100, library=50, lost=100, calls=10)
     assert found.library_ms_per_call == pytest.approx(50 * 2 * 0.05 / 10)
     assert CpuSamples(period_ms=0.05).library_ms_per_call == 0.0
+
+
+@pytest.fixture
+def open_files():
+    """This process's limits on open files, restored afterwards (the sampler may raise the soft one)."""
+    limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+    yield limits
+    resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+
+
+def threaded_child(threads: int) -> subprocess.Popen:
+    """A child process with `threads` idle threads besides its main one, once it has said so."""
+    script = f"import sys, threading\nfor _ in range({threads}): threading.Thread(target=sys.stdin.read, daemon=True).start()\n" \
+             "print('ready', flush=True)\nsys.stdin.read()"
+    child = subprocess.Popen([sys.executable, "-I", "-S", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "ready\n"
+    return child
+
+
+def fewer_open_files(events: int) -> int:
+    """Lower this process's soft limit on open files to leave room for fewer than `events` more; the limit."""
+    soft = len(os.listdir("/proc/self/fd")) + events // 2
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    return soft
+
+
+def test_threads_too_many_for_the_soft_limit_on_open_files_are_sampled_under_the_hard_one(open_files):
+    """An event per thread and CPU: a candidate's 600 idle threads had put it out of sight behind
+    the usual soft limit of 1,024 (2026-12-05)."""
+    child = threaded_child(100)
+    events = 101 * (os.cpu_count() or 1)
+    if open_files[1] != resource.RLIM_INFINITY and open_files[1] < len(os.listdir("/proc/self/fd")) + 2 * events:
+        pytest.skip(f"the hard limit on open files ({open_files[1]}) leaves no room for {events} events")
+    try:
+        fewer_open_files(events)
+        with Sampler(lambda: [child.pid]) as sampler:
+            if sampler.refusal is not None and "Too many open files" not in sampler.refusal:
+                pytest.skip(f"this host does not let the harness sample a child process: {sampler.refusal}")
+            assert sampler.active, sampler.refusal
+            assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_threads_too_many_for_the_hard_limit_are_refused_with_their_count_and_the_limit(open_files, monkeypatch):
+    monkeypatch.setattr(sampling, "more_open_files", lambda: False)  # the hard limit reached
+    child = threaded_child(100)
+    try:
+        soft = fewer_open_files(101 * (os.cpu_count() or 1))
+        with Sampler(lambda: [child.pid]) as sampler:
+            if sampler.refusal is not None and "Too many open files" not in sampler.refusal:
+                pytest.skip(f"this host does not let the harness sample a child process: {sampler.refusal}")
+            assert not sampler.active and sampler.samples is None
+        assert f"101 threads on {os.cpu_count()} CPUs" in sampler.refusal and f"may open {soft} files" in sampler.refusal
+        assert len(os.listdir("/proc/self/fd")) < soft  # none of the events opened stays open
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_soft_limit_on_open_files_rises_to_the_hard_one_once(open_files):
+    soft, hard = open_files
+    if soft == hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))
+    assert sampling.more_open_files() is True
+    assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
+    assert sampling.more_open_files() is False
