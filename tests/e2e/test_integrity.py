@@ -449,6 +449,21 @@ def test_a_ring_of_outputs_whose_constant_part_was_written_once_is_caught(tmp_pa
     assert ring["status"] in ("mismatch", "rejected"), (ring["status"], ring.get("speedup"))
 
 
+# A softmax whose reference spends about 0.25 ms a call in PyTorch's compute code on the 2-core VM:
+# enough for the hidden-library rule to convict.
+MID_SOFTMAX = """
+    import torch
+    import torch.nn as nn
+    class Model(nn.Module):
+        def forward(self, x):
+            return torch.softmax(x, dim=1)
+    def get_inputs():
+        return [torch.randn(256, 2048)]
+    def get_init_inputs():
+        return []
+    """
+
+
 def test_an_extension_that_computes_nothing_beside_library_work_hidden_from_the_profiler_is_caught(tmp_path):
     """Code of its own that does nothing (`int noop()`), beside the reference's softmax
     redispatched below the call the profiler records, through a name built at run time: no
@@ -457,17 +472,7 @@ def test_an_extension_that_computes_nothing_beside_library_work_hidden_from_the_
     0.85x against an honest C++ softmax's 0.08x, 2026-12-04). A softmax composed of PyTorch
     operators the profiler records is judged by the fallback rules, and passes (with no kernel of
     its own)."""
-    write(tmp_path / "problems", "", "mid_softmax.py", """
-        import torch
-        import torch.nn as nn
-        class Model(nn.Module):
-            def forward(self, x):
-                return torch.softmax(x, dim=1)
-        def get_inputs():
-            return [torch.randn(256, 2048)]
-        def get_init_inputs():
-            return []
-        """)
+    write(tmp_path / "problems", "", "mid_softmax.py", MID_SOFTMAX)
     write(tmp_path / "c", "mid_softmax", "noop_beside_hidden.py", """
         import torch
         import torch.nn as nn
@@ -509,17 +514,7 @@ def test_a_candidate_that_starts_threads_past_the_limit_on_open_files_is_sampled
     judged, since the reference's sampling would have convicted it."""
     cpus = os.cpu_count() or 1
     limit, threads = 512 * cpus, 600  # the reference's threads fit (a few beside one a CPU), these do not
-    write(tmp_path / "problems", "", "mid_softmax.py", """
-        import torch
-        import torch.nn as nn
-        class Model(nn.Module):
-            def forward(self, x):
-                return torch.softmax(x, dim=1)
-        def get_inputs():
-            return [torch.randn(256, 2048)]
-        def get_init_inputs():
-            return []
-        """)
+    write(tmp_path / "problems", "", "mid_softmax.py", MID_SOFTMAX)
     write(tmp_path / "c", "mid_softmax", "noop_many_threads.py", f"""
         import threading
         import torch
