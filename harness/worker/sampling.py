@@ -56,6 +56,9 @@ MAX_SAMPLE_RATE = "/proc/sys/kernel/perf_event_max_sample_rate"
 # 1,000 a second (2 ms) a second of a 0.2 ms softmax reference gave 113 library samples, where the
 # rule in judge/integrity.py wants 64.
 LONGEST_PERIOD_NS = 2_000_000
+# Files left free for the harness's other threads while a sampler holds its events (a build, the
+# watchdog reading /proc, a worker's pipes).
+RESERVED_FILES = 256
 # A period too long for the worker to notice, at which every recorded timed command is sampled
 # (judge/timer.py): at PERIOD_NS a sample cost about 18 us on the 2-core VM, so sampled calls ran
 # 1.15x to 2.2x as long (0.2 ms of Python 1.29x-1.83x, a softmax on two threads 1.15x-1.89x), which
@@ -175,25 +178,26 @@ class Sampler:
         return self
 
     def _open(self, period_ns: int) -> None:
-        """One event per thread and CPU. Where they are more than this process may open, its soft
-        limit on open files is raised to the hard one and they are opened again: a candidate's 600
-        idle threads on two CPUs had put its calls out of sight behind the usual soft limit of 1,024
-        (where the reference's sampling still convicts, judge/candidate.py skips such a candidate)."""
+        """One event per thread and CPU, as files of this process: only where they leave
+        RESERVED_FILES free, its soft limit on open files raised to the hard one where that makes
+        room. A candidate's 600 idle threads on two CPUs had put its calls out of sight behind the
+        usual soft limit of 1,024 (where the reference's sampling would convict, judge/candidate.py
+        skips such a candidate); and events opened until none were left made the harness's other
+        threads fail to open files meanwhile."""
         pids = self.pids()
-        self.period_ns, attr = period_ns, _attr(period_ns)
+        self.period_ns, threads, cpus = period_ns, _threads(pids), os.cpu_count() or 1
         try:
             self._cores = len(os.sched_getaffinity(pids[0])) if pids else 1
         except OSError:
-            self._cores = os.cpu_count() or 1
-        failed = self._open_events(attr, threads := _threads(pids))
-        if failed is not None and failed.errno == errno.EMFILE and more_open_files():
-            failed = self._open_events(attr, threads := _threads(pids))
-        if failed is None:
+            self._cores = cpus
+        if not room_for(len(threads) * cpus):
+            self.refusal = (f"too many open files: {len(threads)} threads on {cpus} CPUs need {len(threads) * cpus} "
+                            f"events (one each on each), and the harness may open "
+                            f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]} files (ulimit -Hn)")
             return
-        self.refusal = f"{failed.filename or 'mmap'}: {os.strerror(failed.errno) if failed.errno else failed}"
-        if failed.errno == errno.EMFILE:
-            self.refusal += (f"; {len(threads)} threads on {os.cpu_count() or 1} CPUs need an event each on each, and the "
-                             f"harness may open {resource.getrlimit(resource.RLIMIT_NOFILE)[0]} files (ulimit -Hn)")
+        failed = self._open_events(_attr(period_ns), threads)
+        if failed is not None:
+            self.refusal = f"{failed.filename or 'mmap'}: {os.strerror(failed.errno) if failed.errno else failed}"
 
     def _open_events(self, attr: ctypes.Array, threads: list[int]) -> OSError | None:
         """Every thread's events opened, or why not (and none left open: sampling some threads only
@@ -289,6 +293,14 @@ class Sampler:
         for fd in self._events:
             os.close(fd)
         self._events, self._rings = [], []
+
+
+def room_for(files: int) -> bool:
+    """Whether this process may open `files` more files and keep RESERVED_FILES free, once its soft
+    limit is raised to the hard one where it must be."""
+    def room() -> int:
+        return resource.getrlimit(resource.RLIMIT_NOFILE)[0] - len(os.listdir("/proc/self/fd")) - RESERVED_FILES
+    return room() >= files or (more_open_files() and room() >= files)
 
 
 def more_open_files() -> bool:

@@ -619,10 +619,9 @@ def test_a_timing_says_why_its_worker_could_not_be_sampled(monkeypatch):
         return open_events(self, attr, threads)
     open_events = sampling.Sampler._open_events
     monkeypatch.setattr(sampling.Sampler, "_open_events", refuse_the_second)
-    monkeypatch.setattr(sampling, "more_open_files", lambda: False)
     timed, _ = sampled_timing("while True: pass", call_s=0.02, sparse=True)
     assert timed.sparse_samples is None and timed.cpu_samples is not None
-    assert timed.sampling_refusal.startswith("perf_event_open: Too many open files; ")
+    assert timed.sampling_refusal == "perf_event_open: Too many open files"
     plain, _ = sampled_timing("while True: pass", call_s=0.02, sparse=True)
     assert plain.sampling_refusal is None
 
