@@ -182,8 +182,8 @@ class Sampler:
         RESERVED_FILES free, its soft limit on open files raised to the hard one where that makes
         room. A candidate's 600 idle threads on two CPUs had put its calls out of sight behind the
         usual soft limit of 1,024 (where the reference's sampling would convict, judge/candidate.py
-        skips such a candidate); and events opened until none were left made the harness's other
-        threads fail to open files meanwhile."""
+        skips such a candidate); and events opened until none were left could make the harness's
+        other threads fail to open files meanwhile."""
         pids = self.pids()
         self.period_ns, threads, cpus = period_ns, _threads(pids), os.cpu_count() or 1
         try:
@@ -192,7 +192,7 @@ class Sampler:
             self._cores = cpus
         if not room_for(len(threads) * cpus):
             self.refusal = (f"too many open files: {len(threads)} threads on {cpus} CPUs need {len(threads) * cpus} "
-                            f"events (one each on each), and the harness may open "
+                            f"events (one per thread per CPU), and the harness may open "
                             f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]} files (ulimit -Hn)")
             return
         failed = self._open_events(_attr(period_ns), threads)

@@ -225,7 +225,7 @@ def test_threads_too_many_for_the_hard_limit_are_refused_before_any_event_takes_
         with Sampler(lambda: [child.pid]) as sampler:
             assert not sampler.active and sampler.samples is None
         assert sampler.refusal == f"too many open files: 101 threads on {os.cpu_count()} CPUs need " \
-                                  f"{101 * os.cpu_count()} events (one each on each), and the harness may open {soft} files (ulimit -Hn)"
+                                  f"{101 * os.cpu_count()} events (one per thread per CPU), and the harness may open {soft} files (ulimit -Hn)"
     finally:
         child.kill()
         child.wait()
