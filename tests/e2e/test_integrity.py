@@ -134,8 +134,10 @@ def test_a_forged_time_on_calls_quicker_than_the_slack_gains_nothing(judged):
     assert dodger["timing"]["calls_per_sample"] > 100
     for cheat in (forged, dodger):
         # Its honest speed, within noise and the batch's slack: on these memory-bound microsecond
-        # calls a forger keeps up to about half a call (docs/threat-model.md, "Not closed").
-        assert 0.5 < timed_ms(cheat) / timed_ms(twin) < 1.6, cheat["candidate"]
+        # calls a forger keeps up to about half a call (docs/threat-model.md, "Not closed"). Slower
+        # gains it nothing, and microsecond calls are noisy here: the dodger came out at 1.67 times
+        # its twin's 0.016 ms in a clean-clone CI run (2026-12-05), within 1.6 in the runs around it.
+        assert 0.5 < timed_ms(cheat) / timed_ms(twin) < 2.0, (cheat["candidate"], timed_ms(cheat), timed_ms(twin))
 
 
 def test_a_forged_time_below_the_reference_overhead_and_slack_is_not_believed(judged):
