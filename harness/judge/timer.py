@@ -125,6 +125,8 @@ SPOILED_WORDS, WORD = 1024, 4
 # after them are sampled too until ENOUGH_SAMPLES were taken or they took SAMPLING_MOST_S (at 1,000
 # a second, half a second of the softmax gave 39 library samples, too few for the rule in
 # judge/integrity.py; a second, 113). By time, not commands: 32 commands of 8 calls gave it 24.
+# Samples of work only (`Sampler.working`): beside a busy loop, two commands of that softmax gave
+# 952 samples, 37 of them in library code, most of the rest one thread waiting for the other.
 SAMPLED_COMMANDS, ENOUGH_SAMPLES, SAMPLING_MOST_S = 2, 400, 1.0
 # How long a timing goes on past its plan for its sparse samples (`Timer`): at most this. A 0.25
 # ms softmax reference spends 0.12 ms a call in library code, which 1,070 calls tell at 2 ms;
@@ -285,7 +287,7 @@ class Timer:
         cannot do its own work only while sampled closely. Where their calls are too few to tell
         library CPU time of `tell_library_ms` a call (`Sampler.tells`), the timing goes on past
         its plan, for SPARSE_MOST_S at most (stopped: "sampling"), or until they are `sparse_enough`
-        samples in all (a trusted reference's, whose work is all on its calls: a candidate's other
+        samples of work in all (a trusted reference's, whose work is all on its calls: a candidate's other
         threads could take them spinning)."""
         self.worker, self.plan, self.rng, self.phase, self.quiet, self.feed = worker, plan, rng, phase, quiet, feed
         self.batch, self.cap, self.insist, self.drain, self.spoil = batch, cap, insist, drain, spoil
@@ -506,7 +508,7 @@ class Timer:
         if not self._sampling_now:
             return False
         sampler = self._sampler
-        return sampler.blocks < SAMPLED_COMMANDS or (sampler.taken < ENOUGH_SAMPLES and sampler.watched_s < SAMPLING_MOST_S)
+        return sampler.blocks < SAMPLED_COMMANDS or (sampler.working < ENOUGH_SAMPLES and sampler.watched_s < SAMPLING_MOST_S)
 
     def _special_commands(self, profiled: int, sampled: int) -> tuple[set[int], set[int]]:
         """Which commands are profiled and which sampled: so many at random among the first
@@ -534,7 +536,7 @@ class Timer:
         sparse = self._sparse
         if sparse is None or not sparse.active or not self.tell_library_ms:
             return False
-        if sparse.tells(self.tell_library_ms) or (self.sparse_enough is not None and sparse.taken >= self.sparse_enough):
+        if sparse.tells(self.tell_library_ms) or (self.sparse_enough is not None and sparse.working >= self.sparse_enough):
             return False
         return time.monotonic() - self._planned_at < SPARSE_MOST_S
 

@@ -3,6 +3,7 @@ which calls are checked and profiled, and how far a worker's reported times are 
 
 import contextlib
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -651,6 +652,17 @@ def test_timing_goes_on_for_its_sparse_samples_a_while_past_its_plan_at_most():
                               tell_library_ms=1e-6)
     assert timed.stopped == "sampling" and not timed.sparse_samples.tells(1e-6)
     assert SPARSE_MOST_S <= time.monotonic() - began < SPARSE_MOST_S + 1.0  # the plan's 10 commands: 0.2 s
+
+
+def test_samples_of_waiting_in_a_thread_pools_runtime_do_not_end_the_sampling(monkeypatch):
+    """Beside a busy loop, most of a two-thread softmax's samples are one thread waiting in OpenMP's
+    runtime for the other: not work. Here all of the busy child's code counts as such a runtime, so
+    however many samples two commands take, more are sampled, for SAMPLING_MOST_S."""
+    monkeypatch.setattr(sampling, "THREAD_RUNTIME", re.compile(r"."))
+    period_s = sampling.period_for(sampling.max_sample_rate()) / 1e9
+    timed, _ = sampled_timing("while True: pass", call_s=max(0.02, ENOUGH_SAMPLES * period_s / 4))
+    assert timed.cpu_samples.samples >= ENOUGH_SAMPLES and timed.sampled_commands > SAMPLED_COMMANDS
+    assert SAMPLING_MOST_S * 1000 <= timed.sampled_wall_ms < SAMPLING_MOST_S * 1000 + 200
 
 
 def test_commands_are_sampled_until_their_samples_are_enough_to_tell_or_for_a_second():

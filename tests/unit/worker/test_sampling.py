@@ -127,6 +127,23 @@ def test_at_the_hosts_period_a_sample_stands_for_a_period_of_cpu_time():
     assert found.samples * found.period_ms == pytest.approx(BUSY_S * 1000, rel=0.15)
 
 
+def test_samples_in_a_thread_pools_runtime_are_not_counted_as_work(monkeypatch):
+    """A thread spinning in OpenMP's runtime waits for another (one a busy host keeps off its core),
+    and says nothing of the work: what the timer counts to know it sampled enough leaves it out."""
+    import torch  # noqa: F401 (it loads its OpenMP runtime into this process)
+    code = sampling._code_maps([os.getpid()])
+    runtime = next(start for start, _, path, _ in code if sampling.THREAD_RUNTIME.search(path))
+    torch_code = next(start for start, _, path, _ in code if path.endswith("libtorch_cpu.so"))
+    rings = iter([([runtime] * 3 + [torch_code] * 2, 0, 0)])
+    monkeypatch.setattr(sampling, "_drained", lambda ring: next(rings, ([], 0, 0)))
+    with Sampler(lambda: [os.getpid()]) as sampler:
+        if not sampler.active:
+            pytest.skip("this host does not let the harness sample a process (perf_event_paranoid, seccomp)")
+        with sampler.watching(1):
+            pass
+        assert sampler.working == 2
+
+
 def test_the_period_is_as_long_as_the_hosts_sample_rate_needs_for_no_event_to_be_throttled():
     assert sampling.period_for(100_000) == sampling.PERIOD_NS  # the kernel's default rate
     assert sampling.period_for(5_000) == 400_000  # lowered by the kernel: 2,500 samples a second at most
