@@ -467,13 +467,16 @@ class Timer:
         with self._watching(calls, profile, sampled):
             sent = time.perf_counter()
             reply = self.worker.request(command, self.phase)
-            committing = time.perf_counter()
+            replied = time.perf_counter()
+        # The sampler's reading of its events once the reply is in is not the worker's time: for a
+        # worker of 600 threads, two events each, it had made the wall 0.8 ms a call longer.
         self._located = (reply.outputs or [], reply.addresses or []) if locate and reply.ok else None
+        committing = time.perf_counter()
         if reply.ok and not locate:
             committed = self.worker.request(Command(op="commit", calls=calls), self.phase)
             reply = reply.model_copy(update={"outputs": committed.outputs}) if committed.ok else committed
-        done = time.perf_counter()
-        wall_ms, commit_ms = (done - sent) * 1000, (done - committing) * 1000
+        commit_ms = (time.perf_counter() - committing) * 1000
+        wall_ms = (replied - sent) * 1000 + commit_ms
         if not reply.ok or timed is None:
             return reply, fed, wall_ms
         timed.threads_alive = max(timed.threads_alive, reply.threads_alive)

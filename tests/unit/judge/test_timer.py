@@ -608,6 +608,20 @@ def test_every_other_command_is_sampled_sparsely_so_a_candidate_cannot_tell_when
     assert alone.cpu_samples is None and alone.sparse_samples.calls == 4 + 4 * 6
 
 
+def test_the_samplers_reading_of_its_events_is_not_on_the_wall_clock(monkeypatch):
+    """Once the reply is in, the sampler disables its events (one for each of the worker's threads
+    and CPUs) and reads their rings: not the worker's time (600 idle threads had made a softmax's
+    wall 0.8 ms a call longer, and its timing was flagged as disagreeing with the clock)."""
+    drained = sampling._drained
+
+    def slow(ring):
+        time.sleep(0.05)
+        return drained(ring)
+    monkeypatch.setattr(sampling, "_drained", slow)
+    timed, _ = sampled_timing("import sys; sys.stdin.read()", call_s=0.005, sparse=True)
+    assert timed.sparse_samples is not None and max(timed.wall_ms) < 5 + 5  # 50 ms a ring: 12.5 ms a call or more
+
+
 def test_a_timing_says_why_its_worker_could_not_be_sampled(monkeypatch):
     """Sparsely refused (its threads more than the harness may open events for), closely sampled:
     the refusal is kept beside the samples taken, for the judge to weigh."""
