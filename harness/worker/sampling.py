@@ -75,7 +75,7 @@ SAMPLES_TO_TELL = 32
 # oneDNN and Sleef linked in) and its core, and BLAS, oneDNN and NumPy where a candidate loads them
 # itself. Not the interpreter, libc, the Python bindings or the thread pools' runtimes, whose time
 # any candidate has. A thread in a runtime's code mostly waits for others, spinning: beside a busy
-# loop on the 2-core VM, 60% to 90% of a two-thread softmax's samples lay in libgomp.
+# loop on the 2-core VM, 52% to 94% of a two-thread softmax's samples lay in libgomp.
 TORCH_LIB = re.compile(r"/torch/lib/[^/]+$")
 NUMPY_LIB = re.compile(r"/(numpy|scipy)(\.libs|/.*)?/[^/]+\.so[^/]*$")
 NUMERIC_LIB = re.compile(r"/lib(mkl|dnnl|mkldnn|openblas|blas|cblas|lapack|fbgemm|sleef)[^/]*$")
