@@ -125,8 +125,9 @@ SPOILED_WORDS, WORD = 1024, 4
 # after them are sampled too until ENOUGH_SAMPLES were taken or they took SAMPLING_MOST_S (at 1,000
 # a second, half a second of the softmax gave 39 library samples, too few for the rule in
 # judge/integrity.py; a second, 113). By time, not commands: 32 commands of 8 calls gave it 24.
-# Samples of work only (`Sampler.working`): beside a busy loop, two commands of that softmax gave
-# 952 samples, 37 of them in library code, most of the rest one thread waiting for the other.
+# Samples of work only (`Sampler.working`): beside a busy loop, the commands sampled of that
+# softmax gave 952 samples, 37 of them in library code, most of the rest one thread waiting for
+# the other.
 SAMPLED_COMMANDS, ENOUGH_SAMPLES, SAMPLING_MOST_S = 2, 400, 1.0
 # How long a timing goes on past its plan for its sparse samples (`Timer`): at most this. A 0.25
 # ms softmax reference spends 0.12 ms a call in library code, which 1,070 calls tell at 2 ms;
@@ -469,7 +470,8 @@ class Timer:
             reply = self.worker.request(command, self.phase)
             replied = time.perf_counter()
         # The sampler's reading of its events once the reply is in is not the worker's time: for a
-        # worker of 600 threads, two events each, it had made the wall 0.8 ms a call longer.
+        # worker of 600 threads on two CPUs (an event per thread per CPU), it had made the wall 0.8
+        # ms a call longer.
         self._located = (reply.outputs or [], reply.addresses or []) if locate and reply.ok else None
         committing = time.perf_counter()
         if reply.ok and not locate:
