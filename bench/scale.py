@@ -49,12 +49,13 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from harness.judge.timer import checked_calls
+from harness.judge import gpu
+from harness.judge.timing.measurement import CHECKED_PER_BATCH
+from harness.judge.timing.protocol import EARLY_CALLS, VERIFY_EARLY, VERIFY_LATE
 
 REPO = Path(__file__).resolve().parent.parent
-WARMUP, PROFILED, SHAPES, RECALIBRATION = 3, 2, 1, 5  # calls beyond the timed ones (EvalConfig, judge/timer.py,
+WARMUP, PROFILED, SHAPES, RECALIBRATION = 3, 2, 1, 5  # calls beyond the timed ones (EvalConfig, judge/timing/,
 # judge/reference.py: the recalibration's fewest calls, which slow references get)
-VERIFY_EARLY, VERIFY_LATE, EARLY_CALLS = 0.5, 0.2, 20  # the expected share of timed calls the reference repeats
 
 
 def harness_run(candidates: Path, problems: Path, build: Path, scratch: Path, name: str, extra: list[str]) -> dict:
@@ -109,7 +110,8 @@ def device_seconds(result: dict, correctness_trials: int) -> float:
         total += timing["median_ms"] * (correctness_trials + WARMUP + PROFILED + SHAPES + 2 * batched) / 1000
         if reference:
             device = "cpu" if result.get("gpu") is None else "cuda"
-            verified = n * checked_calls(batch, device) if batched else \
+            checked = gpu.checked_calls(batch) if device == "cuda" else min(batch, CHECKED_PER_BATCH)
+            verified = n * checked if batched else \
                 VERIFY_EARLY * min(n, EARLY_CALLS) + VERIFY_LATE * max(0, n - EARLY_CALLS)
             total += reference["median_ms"] * (correctness_trials + RECALIBRATION * max(1, batch) + verified + SHAPES) / 1000
     elif reference and result.get("trials_passed"):

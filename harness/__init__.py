@@ -14,7 +14,7 @@ warnings.filterwarnings("ignore", message=NUMPY_NOISE, category=UserWarning)
 # (the command line's --help, the pytest plugin's option parsing) does not import torch.
 _PUBLIC = {
     "evaluate": "harness.api", "Evaluator": "harness.api", "UsageError": "harness.errors",
-    "Result": "harness.records", "Status": "harness.records", "Flag": "harness.records",
+    "Result": "harness.records", "Status": "harness.records", "Flag": "harness.flags",
     "Diagnosis": "harness.records", "TimingStats": "harness.records", "EvalConfig": "harness.records",
 }
 __all__ = ["__version__", *_PUBLIC]
@@ -35,4 +35,5 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # the names above, statically, for type checkers
     from .api import Evaluator, evaluate  # noqa: F401
     from .errors import UsageError  # noqa: F401
-    from .records import Diagnosis, EvalConfig, Flag, Result, Status, TimingStats  # noqa: F401
+    from .flags import Flag  # noqa: F401
+    from .records import Diagnosis, EvalConfig, Result, Status, TimingStats  # noqa: F401

@@ -24,7 +24,7 @@ from . import options
 from .errors import StoreFailed, UsageError
 from .inputs.candidates import KERNELBENCH_NAME, discover_candidates, read_candidate, write_candidate
 from .records import Candidate, EvalConfig, HostEnv, Problem, Result
-from .run import EvalOptions, Keeper, RunSetup, discover, open_db, open_pipeline, resolve_device, start_run
+from .run import EvalOptions, Keeper, RunSetup, discover, open_db, open_pipeline, protections, resolve_device, start_run
 from .schedule.plan import ActiveSet
 from .store import Database, now
 from .worker.sandbox import default_limits
@@ -220,7 +220,7 @@ class Evaluator:
         render with `harness report --run ID`), else just the id in every Result."""
         run, out_dir, _ = start_run(db, self.config, EvalOptions(candidates_dir=self._scratch,
                                                                  problems_dir=self.problems_dir, db=Path(".")))
-        run.sandbox = self.setup.sandbox.report()
+        run.sandbox = protections(self.setup.sandbox, self.config.device)
         if db is None:
             return run, out_dir, lambda result: None, []
         db.save_run(run, out_dir)

@@ -14,6 +14,7 @@ from .builds.cache import BuildCache, default_build_root, toolchain
 from .judge.degenerate import degenerate_flags
 from .judge.reference import ReferenceFailed, ReferenceRunner
 from .records import EvalConfig, HostEnv, Problem
+from .schedule.devices import device_for
 from .worker.bytecode import bytecode_dir
 from .worker.parent import Placement
 from .worker.sandbox import SandboxPolicy
@@ -30,7 +31,8 @@ class ProblemCheck(BaseModel):
 
 def check_problem(problem: Problem, config: EvalConfig, cache: BuildCache, placement: Placement,
                   shrink: bool) -> ProblemCheck:
-    runner = ReferenceRunner(problem, config, cache.key_dir(problem.source_hash), placement, shrink=shrink)
+    runner = ReferenceRunner(problem, config, device_for(config.device), cache.key_dir(problem.source_hash), placement,
+                             shrink=shrink)
     try:
         runner.load()
         outputs = []

@@ -49,32 +49,6 @@ class Status(str, enum.Enum):
     skipped = "skipped"
 
 
-class Flag(str, enum.Enum):
-    """What else the harness noticed. Some come with a `rejected` verdict (how it cheated); the
-    others annotate any verdict."""
-
-    # reasons for `rejected`
-    not_plain_tensor = "not_plain_tensor"
-    reference_fallback = "reference_fallback"
-    input_mutation = "input_mutation"
-    inconsistent_when_timed = "inconsistent_when_timed"
-    faster_than_hardware = "faster_than_hardware"
-    tampered_results = "tampered_results"
-    inconsistent_when_profiled = "inconsistent_when_profiled"
-    input_insensitive = "input_insensitive"  # its output stays the same where the reference's changes
-    busy_while_stopped = "busy_while_stopped"  # its GPU work ran on while its processes were stopped
-    # annotations
-    init_differs = "init_differs"
-    threads_left_running = "threads_left_running"
-    timing_disagrees = "timing_disagrees"
-    shape_specialized = "shape_specialized"
-    degenerate_problem = "degenerate_problem"  # the problem itself can be passed trivially: the verdict says little
-    no_custom_kernel = "no_custom_kernel"  # none of its time is in kernels of its own: it composes PyTorch ops
-    memory_error = "memory_error"  # an illegal memory access (or the like) on the device
-    near_miss = "near_miss"  # a mismatch within 100x of the tolerance: close, not garbage
-    busy_machine = "busy_machine"  # other processes kept the CPU busy while it or its reference was timed
-
-
 class Phase(str, enum.Enum):
     """Where an evaluation stopped (None on a Result that got through every phase)."""
 
@@ -243,10 +217,10 @@ class TimingStats(BaseModel):
     ci_low_ms: float | None = None  # the median's 95% confidence interval (order statistics)
     ci_high_ms: float | None = None
     # Why timing stopped: converged, time_budget, max_trials, fixed; or sampling: past those, until
-    # a CPU timing's calls sampled sparsely could tell hidden library work (judge/timer.py).
+    # a CPU timing's calls sampled sparsely could tell hidden library work (cpu/measurement.py).
     stopped: str | None = None
     # Calls per sample: each sample is the mean of so many calls timed back to back on inputs of
-    # their own (a CPU batch, judge/timer.py), n samples of them.
+    # their own (a batch, judge/timing/protocol.py), n samples of them.
     calls_per_sample: int = 1
     # A CPU run: how many cores, on average, processes outside the run kept busy while these calls
     # were timed (None: not measured). Above BUSY_CORES the speed is not an idle machine's.
@@ -318,14 +292,14 @@ class Verdict(BaseModel):
 
     status: Status
     error: str | None = None
-    flags: list[Flag] = Field(default_factory=list)  # flags that come with this verdict (how it cheated)
+    flags: list[str] = Field(default_factory=list)  # flags that come with this verdict (how it cheated)
     evidence: list[str] = Field(default_factory=list)
     phase: Phase | None = None  # where it was decided, when that is not where the evaluation stood
     compiler_diagnostics: list[CompilerDiagnostic] = Field(default_factory=list)
 
 
 class TimingBound(BaseModel):
-    """What the harness's clock held a model's reported times to (judge/timer.py, vouched_median):
+    """What the harness's clock held a model's reported times to (judge/timing/bound.py, vouched_median):
     per timed call, what the parent saw beyond the reported time, for the reference's calls just
     before and for this model's (in the order of `timing.samples_ms`), and the slack allowed. The
     vouched median can be computed again from these alone."""
@@ -338,46 +312,65 @@ class TimingBound(BaseModel):
     commit_ms: list[float] = []
 
 
-class Observations(BaseModel):
-    """What evaluating a candidate measured and noticed, whatever the verdict turns out to be."""
+class Measured(BaseModel):
+    """What evaluating a candidate measured, whatever the verdict turns out to be: the fields an
+    evaluation's Observations and its Result share (docs: README, "What a result means")."""
 
-    phase: Phase | None = None  # the phase the evaluation was in
-    flags: list[Flag] = Field(default_factory=list)
-    evidence: list[str] = Field(default_factory=list)
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     trials_passed: int = 0
     timing: TimingStats | None = None
-    reference_timing: TimingStats | None = None
+    reference_timing: TimingStats | None = None  # the problem's reference, timed once before its candidates
+    # The reference timed again just before this candidate's timing, when that was surely faster
+    # (the machine had drifted): the speedup is against it (judge/reference.py, surely_faster).
     reference_recalibrated_timing: TimingStats | None = None
+    # The harness's own clock around the timed calls, per call, overhead included: a bound on the
+    # timings reported from inside the workers.
     wall_ms_per_call: float | None = None
     reference_wall_ms_per_call: float | None = None
+    # A CPU run: CPU time a call in PyTorch's or a numeric library's compute code, sampled from
+    # outside the worker (cpu/sampling.py; None where the host refuses perf events, or the kernel
+    # throttled the sampling to too long a period): on calls sampled closely, and sparsely on its
+    # recorded calls (cpu/measurement.py).
     library_cpu_ms_per_call: float | None = None
     sparse_library_cpu_ms_per_call: float | None = None
     reference_library_cpu_ms_per_call: float | None = None
     reference_sparse_library_cpu_ms_per_call: float | None = None
-    vouched_median_ms: float | None = None  # the candidate's median as the harness's clock vouches for it
-    timing_bound: TimingBound | None = None
+    timing_bound: TimingBound | None = None  # the per-call evidence that bound (judge/timing/bound.py)
+    # The reference timed again under PyTorch's default math flags (TF32 in cuDNN convolutions, as
+    # PyTorch ships): the speedup a user sees against PyTorch as usually run. The headline
+    # `speedup` is against strict fp32, the math the candidate's outputs are held to.
     reference_default_math_timing: TimingStats | None = None
+    # From a profiled forward: its device kernels by origin, the share of device time in the
+    # candidate's own kernels (None on a CPU run), and the hardware floor over its median.
     kernels: list[KernelShare] = Field(default_factory=list)
     custom_kernel_share: float | None = None
     floor_fraction: float | None = None
     log_tail: str | None = None
-    elapsed_s: float = 0.0
-    # Wall seconds per phase reached (load includes booting a worker when none was ready), and
-    # "exit": killing the worker (and keeping what Triton compiled in it). Where a candidate's time
-    # went beyond its device time.
+    elapsed_s: float = 0.0  # evaluating it (its worker's life), builds ahead of evaluation excluded
+    # Of elapsed_s: wall seconds per phase reached (load includes booting a worker when none was
+    # ready), and "exit": killing the worker (and keeping what Triton compiled in it). Where a
+    # candidate's time went beyond its device time.
     phase_s: dict[str, float] = Field(default_factory=dict)
-    build_s: float | None = None
+    build_s: float | None = None  # compiling it ahead of evaluation; 0 when the build cache had it
     build_cached: bool = False
-    gpu: int | None = None
-    protections: list[str] = Field(default_factory=list)  # what confined the worker that evaluated it
+    gpu: int | None = None  # which GPU evaluated it
+    protections: list[str] = Field(default_factory=list)  # what confined its evaluation (worker/sandbox.py)
 
-    def note(self, flag: Flag, evidence: str | None = None) -> None:
+
+class Observations(Measured):
+    """An evaluation under way: what it measured, the phase it is in, the flags it noticed (with
+    their evidence), and its median as the harness's clock vouches for it."""
+
+    phase: Phase | None = None
+    flags: list[str] = Field(default_factory=list)
+    evidence: list[str] = Field(default_factory=list)
+    vouched_median_ms: float | None = None
+
+    def note(self, flag: str, *evidence: str) -> None:
         if flag not in self.flags:
             self.flags.append(flag)
-        if evidence:
-            self.evidence.append(evidence)
+        self.evidence += [line for line in evidence if line]
 
 
 class Subject(BaseModel):
@@ -398,8 +391,9 @@ class Subject(BaseModel):
                    problem_hash=problem.source_hash if problem else None)
 
 
-class Result(BaseModel):
-    """One line of results.jsonl (docs: README, "What a result means")."""
+class Result(Measured):
+    """One line of results.jsonl (docs: README, "What a result means"): which candidate, its
+    verdict with the reason and the flags, and what evaluating it measured."""
 
     schema_version: int = RESULT_SCHEMA_VERSION
     run_id: str
@@ -407,54 +401,19 @@ class Result(BaseModel):
     candidate: str
     status: Status
     speedup: float | None = None
-    flags: list[Flag] = Field(default_factory=list)
+    speedup_default_math: float | None = None  # against reference_default_math_timing
+    # What the harness noticed: how it cheated, with a `rejected` verdict; or an annotation on any
+    # verdict (README, "Flags").
+    flags: list[str] = Field(default_factory=list)
     error: str | None = None
     phase: Phase | None = None  # where it stopped: extract, load, init, correctness, timing, profile, shapes
     kind: CandidateKind | None = None
     candidate_hash: str
     code_hash: str | None = None
     problem_hash: str | None = None
-    max_abs_err: float | None = None
-    max_rel_err: float | None = None
-    trials_passed: int = 0
-    timing: TimingStats | None = None
-    reference_timing: TimingStats | None = None  # the problem's reference, timed once before its candidates
-    # The reference timed again just before this candidate's timing, when that was surely faster
-    # (the machine had drifted): the speedup is against it (judge/reference.py, surely_faster).
-    reference_recalibrated_timing: TimingStats | None = None
-    # The harness's own clock around the timed calls, per call, overhead included: a bound on the
-    # timings reported from inside the workers.
-    wall_ms_per_call: float | None = None
-    reference_wall_ms_per_call: float | None = None
-    # A CPU run: CPU time a call in PyTorch's or a numeric library's compute code, sampled from
-    # outside the worker (worker/sampling.py; None where the host refuses perf events, or the
-    # kernel throttled the sampling to too long a period): on calls sampled closely, and sparsely
-    # on its recorded calls (judge/timer.py).
-    library_cpu_ms_per_call: float | None = None
-    sparse_library_cpu_ms_per_call: float | None = None
-    reference_library_cpu_ms_per_call: float | None = None
-    reference_sparse_library_cpu_ms_per_call: float | None = None
-    timing_bound: TimingBound | None = None  # the per-call evidence that bound (judge/timer.py)
-    # The reference timed again under PyTorch's default math flags (TF32 in cuDNN convolutions, as
-    # PyTorch ships): the speedup a user sees against PyTorch as usually run. The headline
-    # `speedup` is against strict fp32, the math the candidate's outputs are held to.
-    reference_default_math_timing: TimingStats | None = None
-    speedup_default_math: float | None = None
-    # From a profiled forward: its device kernels by origin, the share of device time in the
-    # candidate's own kernels (None on a CPU run), and the hardware floor over its median.
-    kernels: list[KernelShare] = Field(default_factory=list)
-    custom_kernel_share: float | None = None
-    floor_fraction: float | None = None
     evidence: list[str] = Field(default_factory=list)  # compiler lines, traceback tail, signal
     compiler_diagnostics: list[CompilerDiagnostic] = Field(default_factory=list)
     diagnosis: Diagnosis | None = None
-    log_tail: str | None = None
-    elapsed_s: float = 0.0  # evaluating it (its worker's life), builds ahead of evaluation excluded
-    phase_s: dict[str, float] = Field(default_factory=dict)  # of elapsed_s: wall seconds per phase, and the worker's exit
-    build_s: float | None = None  # compiling it ahead of evaluation; 0 when the build cache had it
-    build_cached: bool = False
-    gpu: int | None = None  # which GPU evaluated it
-    protections: list[str] = Field(default_factory=list)  # what confined its evaluation (worker/sandbox.py)
     recorded_at: str | None = None
 
     @property

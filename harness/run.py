@@ -30,6 +30,7 @@ from .present.export import to_feedback_jsonl
 from .present.site import render_site
 from .records import (Candidate, EvalConfig, HostEnv, Limits, MachineInfo, Problem, Result, RunInfo, SandboxMode,
                       SandboxReport)
+from .schedule.devices import device_for
 from .schedule.local import Pipeline
 from .schedule.plan import RunPlan, RunScale, plan_resources
 from .store import Database, ResultsFile, StoreError, config_key, files_state, now
@@ -62,6 +63,16 @@ def prepare_sandbox(mode: SandboxMode, limits: Limits) -> SandboxPolicy:
     if mode is not SandboxMode.off:
         confine.not_dumpable()
     return policy
+
+
+def protections(policy: SandboxPolicy, device: str) -> SandboxReport:
+    """Which protections a run's workers have on `device`: the sandbox's, and what the device adds
+    (judge/device.py); what this host cannot give the device is said loudly too."""
+    report = device_for(device).report(policy)
+    missing = [line for line in report.missing if line not in policy.report().missing]
+    if missing and policy.mode is SandboxMode.auto:
+        print("warning: this host lacks " + "; ".join(missing), file=sys.stderr)
+    return report
 
 
 class EvalOptions(BaseModel):
@@ -274,7 +285,7 @@ def eval_run(options: EvalOptions, config: EvalConfig, setup: RunSetup) -> Finis
                          + " (expected <problem_id>/<name>.{py,txt,md} or KernelBench-named files): nothing recorded")
     with open_db(options.db) as db:
         run, out_dir, done = start_run(db, config, options)
-        run.sandbox = setup.sandbox.report()
+        run.sandbox = protections(setup.sandbox, config.device)
         problems_by_id = {p.id: p for p in problems}
         todo = [c for c in candidates
                 if ((problems_by_id[c.problem_id].source_hash if c.problem_id in problems_by_id else None),
@@ -336,7 +347,7 @@ def explain_result(path: Path, problems_dir: Path, db_path: Path, device: str | 
         options = EvalOptions(candidates_dir=root, problems_dir=problems_dir, db=db_path, problem_ids=[problems[0].id])
         run, out_dir, _ = start_run(db, config, options)
         db.save_run(run, out_dir)
-        run.sandbox = setup.sandbox.report()
+        run.sandbox = protections(setup.sandbox, config.device)
         evaluate(mine, problems, config, run.run_id, setup, lambda r: db.record(r, problems[0], mine[0]))
         run.finished_at = now()
         db.save_run(run, out_dir)

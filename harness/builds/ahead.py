@@ -12,7 +12,8 @@ from typing import ContextManager
 
 from ..records import Candidate, CandidateKind, EvalConfig, Problem
 from ..worker import processes
-from ..worker.parent import KEPT_DEPTH, KEPT_FILES, REAL_TIME, Pace, Placement, StopReason, Worker, WorkerStopped
+from ..worker.pace import REAL_TIME, Pace
+from ..worker.parent import KEPT_DEPTH, KEPT_FILES, Placement, StopReason, Worker, WorkerStopped
 from ..worker.protocol import MAX_LINE_CHARS, MAX_MESSAGE_CHARS, Failure, WorkerJob
 from .cache import TORCH_BATON, BuildCache, BuildOutcome, BuildStatus, key_lock
 from .compiler_log import is_build_failure

@@ -33,7 +33,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..worker.parent import Pace
+from ..worker.pace import Pace
 
 # The flags load_inline calls give main.cpp most often: none and -O3. Each variant is a ~0.8 GB
 # file and about 35-65 s of one core to make.

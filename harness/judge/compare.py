@@ -23,6 +23,11 @@ def chunk_elements(tensor: torch.Tensor) -> int:
     return CHUNK_ELEMENTS["cpu" if tensor.device.type == "cpu" else "cuda"]
 
 
+def raw_bytes(tensor: torch.Tensor) -> torch.Tensor:
+    """A tensor's bytes, contiguous, as one flat uint8 tensor."""
+    return tensor.contiguous().reshape(-1).view(torch.uint8)
+
+
 def _describe(tensor: torch.Tensor) -> str:
     return f"{str(tensor.dtype).removeprefix('torch.')}{list(tensor.shape)}"
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..records import CandidateKind, Diagnosis, Result, Status
+from .checking import Check, common
 from .verdicts import HARNESS_FAILED
 
 # Known APIs that models call under the wrong name, with what to use instead.
@@ -32,20 +33,11 @@ IMPORTS = {
 LAUNCH_CHECKS = re.compile(r"cudaGetLastError|cudaPeekAtLastError|C10_CUDA_KERNEL_LAUNCH_CHECK|C10_CUDA_CHECK")
 LAUNCH_CHECK_HEADER = "#include <c10/cuda/CUDAException.h>"
 GARBAGE_ERROR = 1.0  # a wrong output this far off (or NaN) looks like memory no kernel wrote
-# How to act on each way of being caught (judge/verdicts.py gives the flag).
-REJECTION_HINTS = {
+# How to act on the ways of being caught that no check raises (judge/verdicts.py gives the flag);
+# each check gives its own (`Check.hint`).
+VERDICT_HINTS = {
     "not_plain_tensor": "return plain torch.Tensor outputs (not a subclass, a lazy wrapper or another type)",
-    "reference_fallback": "compute in your own kernel: calling the reference's operators (or a library "
-                          "equivalent such as a matmul done as a convolution) is not a kernel",
-    "input_mutation": "leave the inputs as they came (write results into new tensors, e.g. torch.empty_like); "
-                      "an in-place update of an input changes what the reference sees",
-    "inconsistent_when_timed": "compute every call's output from that call's inputs: outputs are checked on "
-                               "timed calls too, chosen after the fact",
-    "inconsistent_when_profiled": "run the same code whether or not a profiler is attached",
-    "faster_than_hardware": "no kernel can move the problem's bytes or do its FLOPs that fast: the output must "
-                            "come from a cache or skipped work; compute it on every call",
     "tampered_results": "write only inside your own working directory; the harness's results are not yours",
-    "input_insensitive": "compute the output from the inputs: a constant answer passes only a degenerate tolerance",
     "busy_while_stopped": "leave no GPU work running once forward has returned (no kernels queued on a stream "
                           "of your own, no thread launching more): it would slow the harness's own measurements",
 }
@@ -348,16 +340,19 @@ def _native_crash(e: Evidence) -> Found | None:
     return None
 
 
-def _rejection(flag: str, hint: str) -> Detector:
-    def detect(e: Evidence) -> Found | None:
-        if e.result.status is Status.rejected and flag in e.result.flags:
-            return Found(e.result.error or flag, hint, [e.result.error or "", *e.result.evidence[:3]])
-        return None
-    return detect
+def rejections(checks: Sequence[Check]) -> list[tuple[str, Detector]]:
+    """One cause per way of being caught, named after its flag: how to act on it is the hint of the
+    check that raises it (`checks`), or the verdicts' own."""
+    hints = {check.flag: check.hint for check in reversed(checks) if check.flag and check.hint} | VERDICT_HINTS
 
+    def caught(flag: str, hint: str) -> Detector:
+        def detect(e: Evidence) -> Found | None:
+            if e.result.status is Status.rejected and flag in e.result.flags:
+                return Found(e.result.error or flag, hint, [e.result.error or "", *e.result.evidence[:3]])
+            return None
+        return detect
 
-for _flag, _hint in REJECTION_HINTS.items():  # one cause per way of being caught, named after its flag
-    detector(_flag)(_rejection(_flag, _hint))
+    return [(flag, caught(flag, hint)) for flag, hint in hints.items()]
 
 
 def unused_init_arguments(code: str) -> list[str]:
@@ -389,12 +384,14 @@ FALLBACKS = {
 }
 
 
-def diagnose(result: Result, code: str | None) -> Diagnosis | None:
-    """The cause of a failed or rejected verdict; None for ok and skipped."""
+def diagnose(result: Result, code: str | None, checks: Sequence[Check] | None = None) -> Diagnosis | None:
+    """The cause of a failed or rejected verdict; None for ok and skipped. `checks`: those whose
+    hints say how to act on a rejection (every device's by default, judge/checking.py)."""
     if result.status in (Status.ok, Status.skipped):
         return None
     evidence = Evidence(result=result, code=code or "")
-    found = [(category, hit) for category, fn in DETECTORS if (hit := fn(evidence)) is not None]
+    detectors = [*DETECTORS, *rejections(common() if checks is None else checks)]
+    found = [(category, hit) for category, fn in detectors if (hit := fn(evidence)) is not None]
     if found:
         (category, hit), others = found[0], [c for c, _ in found[1:]]
         return Diagnosis(category=category, summary=hit.summary, hint=hit.hint,

@@ -10,7 +10,7 @@ import re
 
 from ..records import CandidateKind, KernelOrigin, KernelShare
 from ..worker.protocol import Profile
-from .integrity import GLUE_OPS, time_share
+from .operators import GLUE_OPS, time_share
 
 CUDNN = re.compile(r"cudnn|implicit_convolve|implicit_gemm|conv2d_grouped|xmma_fprop|fprop|dgrad|wgrad", re.IGNORECASE)
 CUBLAS = re.compile(r"cublas|gemm|gemv|nvjet|cutlass|xmma|splitKreduce", re.IGNORECASE)

@@ -1,8 +1,9 @@
 """Verdicts: the one place a Result's status is decided.
 
-Every other stage observes (a worker's reply, a comparison, a profile, a build outcome) and asks
-here what the observation means. Each `of_*` function returns the Verdict it calls for, or None
-when the evaluation goes on; `result` assembles the Result from a verdict and what was observed.
+Every other stage observes (a worker's reply, a comparison, a profile, a build outcome, the
+integrity checks' findings) and asks here what the observation means. Each `of_*` function returns
+the Verdict it calls for, or None when the evaluation goes on; `result` assembles the Result from a
+verdict and what was observed.
 """
 
 from __future__ import annotations
@@ -14,18 +15,23 @@ import subprocess
 
 from ..builds.cache import BuildOutcome, BuildStatus
 from ..builds.compiler_log import is_build_failure, read_compiler_errors
-from ..records import (Candidate, CheckResult, Flag, Observations, Phase, Result, Status, Subject, Verdict)
+from ..records import Candidate, CheckResult, Measured, Observations, Phase, Result, Status, Subject, Verdict
 from ..worker.parent import StopReason, WorkerStop
-from ..worker.protocol import Failure, HardwareFloor, Reply
+from ..worker.protocol import Failure, Reply
+from .checking import Finding
+from .checks.inconsistent_when_timed import FLAG as INCONSISTENT_WHEN_TIMED
 
 NO_CUDA = re.compile(r"Torch not compiled with CUDA|No CUDA GPUs are available|CUDA_HOME environment variable|"
                      r"Found no NVIDIA driver|No module named 'triton'|cannot find CUDA|nvcc: not found", re.IGNORECASE)
 UNDEFINED_SYMBOL = re.compile(r"undefined symbol:\s*(\S+)")
 FILE_TOO_LARGE = "[Errno 27]"  # EFBIG: Python ignores SIGXFSZ, so a write past RLIMIT_FSIZE raises instead
 MAX_ERROR = 300
-HARDWARE_MARGIN = 0.5  # honest kernels stay above the floor; half of it leaves room for timer noise
 HARNESS_FAILED = "the harness failed while judging it"  # how such a verdict's error begins
 NEAR_MISS_FACTOR = 100  # a mismatch whose largest error is within this many times atol is close, not garbage
+# The flags decided here rather than by a check (judge/checks/): how a worker's reply or a stop
+# failed, a mismatch's closeness, and what the run saw.
+NOT_PLAIN_TENSOR, MEMORY_ERROR_FLAG, NEAR_MISS = "not_plain_tensor", "memory_error", "near_miss"
+BUSY_WHILE_STOPPED, TAMPERED_RESULTS = "busy_while_stopped", "tampered_results"
 MEMORY_ERROR = re.compile(r"illegal memory access|illegal address|misaligned address|out of bounds|"
                           r"unspecified launch failure", re.IGNORECASE)
 
@@ -121,7 +127,7 @@ def of_failure(failure: Failure, log: str, device: str, candidate_text: str = ""
         return Verdict(status=Status.skipped, error=f"needs a CUDA GPU; this run is on CPU ({one_line(message)})",
                        evidence=evidence, phase=failure.phase)
     if MEMORY_ERROR.search(message):
-        return Verdict(status=Status.runtime_error, flags=[Flag.memory_error], evidence=evidence, phase=failure.phase,
+        return Verdict(status=Status.runtime_error, flags=[MEMORY_ERROR_FLAG], evidence=evidence, phase=failure.phase,
                        error=f"a kernel made an illegal memory access: {failure.exc_type}: {one_line(message)} "
                              f"(during {failure.phase.value})")
     symbol = UNDEFINED_SYMBOL.search(message)
@@ -145,7 +151,7 @@ def of_reply(reply: Reply, log: str, device: str, candidate_text: str) -> Verdic
     if reply.ok:
         return None
     if reply.rejected:
-        return Verdict(status=Status.rejected, error=reply.rejected, flags=[Flag.not_plain_tensor])
+        return Verdict(status=Status.rejected, error=reply.rejected, flags=[NOT_PLAIN_TENSOR])
     return of_failure(reply.failure, log, device, candidate_text)
 
 
@@ -158,12 +164,27 @@ def of_stop(stop: WorkerStop) -> Verdict:
 
 # -- the checks of an evaluation ---------------------------------------------------------------
 
-def _rejected(flag: Flag, error: str, evidence: list[str] | None = None) -> Verdict:
-    return Verdict(status=Status.rejected, error=error, flags=[flag], evidence=evidence or [])
+def of_findings(findings: list[Finding]) -> Verdict | None:
+    """What the checks found at one moment (judge/checking.py) comes to: the first finding that
+    decides (in the checks' order), with the evidence of every finding of its flag and status (the
+    sources of one flag agree on it); a rejection carries its flag. None where none decides."""
+    deciding = [found for found in findings if found.status is not None]
+    if not deciding:
+        return None
+    first, evidence = deciding[0], []
+    for found in deciding:
+        if found.flag == first.flag and found.status is first.status:
+            evidence += [line for line in found.evidence if line not in evidence]
+    flags = [first.flag] if first.status is Status.rejected and first.flag else []
+    return Verdict(status=first.status, error=first.error, flags=flags, evidence=evidence)
+
+
+def _rejected(flag: str, error: str) -> Verdict:
+    return Verdict(status=Status.rejected, error=error, flags=[flag])
 
 
 def busy_while_stopped(wait_s: float) -> Verdict:
-    return _rejected(Flag.busy_while_stopped,
+    return _rejected(BUSY_WHILE_STOPPED,
                      f"its GPU work ran on for over {wait_s:g} s while its processes were stopped for the "
                      "reference's calls (its recalibration, or its profiled calls): it would slow them and widen the "
                      "allowances its own calls are judged by")
@@ -176,44 +197,17 @@ def gpu_shared() -> Verdict:
                          "needs a GPU of its own)")
 
 
-def unsampled(refusal: str) -> Verdict:
-    return Verdict(status=Status.skipped, phase=Phase.timing,
-                   error="not judged: its threads could not be sampled from outside where the reference's were, so "
-                         f"library work hidden from the profiler would have gone unseen: {refusal}")
-
-
-def of_trial(check: CheckResult, changed_inputs: list[int], trial: int, trials: int, init_differs: bool,
-             atol: float) -> Verdict | None:
-    """One correctness trial: inputs must come back unchanged, outputs must match."""
-    if changed_inputs:
-        return _rejected(Flag.input_mutation,
-                         f"forward changed its input(s) {changed_inputs}: inputs must be left as they are")
-    if check.passed:
+def of_trial(comparison: CheckResult, trial: int, trials: int, init_differs: bool, atol: float) -> Verdict | None:
+    """One correctness trial (`trial` of `trials`, from 1): its outputs must match. A mismatch
+    within NEAR_MISS_FACTOR of the tolerance is flagged close."""
+    if comparison.passed:
         return None
-    error = f"wrong output on trial {trial + 1}/{trials}: {check.reason}"
+    error = f"wrong output on trial {trial}/{trials}: {comparison.reason}"
     if init_differs:
         error += "; its parameters differ from the reference's after the same seed (initialise them as the reference does)"
-    near = check.max_abs_err is not None and math.isfinite(check.max_abs_err) and check.max_abs_err <= NEAR_MISS_FACTOR * atol
-    return Verdict(status=Status.mismatch, error=error, flags=[Flag.near_miss] if near else [])
-
-
-def of_sensitivity(reference: list[tuple], candidate: list[tuple]) -> Verdict | None:
-    """Outputs (as fingerprints, one per correctness trial) that stay the same where the
-    reference's change: a constant answer that the tolerance lets through."""
-    if len(candidate) < 2 or len(set(candidate)) > 1 or len(set(reference)) == 1:
-        return None
-    return _rejected(Flag.input_insensitive,
-                     f"its output was the same for {len(candidate)} different inputs, where the reference's changed: "
-                     "a constant answer, not a computation")
-
-
-def of_timed_sample(check: CheckResult, index: int) -> Verdict | None:
-    """A timed call the parent chose to check, after the fact: its outputs must be right too."""
-    if check.passed:
-        return None
-    return _rejected(Flag.inconsistent_when_timed,
-                     f"checked timed call {index} returned a wrong output ({check.reason}), though the correctness "
-                     "trials passed")
+    largest = comparison.max_abs_err
+    near = largest is not None and math.isfinite(largest) and largest <= NEAR_MISS_FACTOR * atol
+    return Verdict(status=Status.mismatch, error=error, flags=[NEAR_MISS] if near else [])
 
 
 def of_checked_timed_calls(objection: Verdict, shared_memory: bool) -> Verdict:
@@ -221,46 +215,11 @@ def of_checked_timed_calls(objection: Verdict, shared_memory: bool) -> Verdict:
     their outputs in the same memory (a buffer the candidate keeps) is that, not a cheat: no
     call's answer outlived the next call. Only a wrong output: one buffer returned with the right
     contents (a constant, a parameter) passes."""
-    if shared_memory and Flag.inconsistent_when_timed in objection.flags:
+    if shared_memory and INCONSISTENT_WHEN_TIMED in objection.flags:
         return Verdict(status=Status.mismatch,
                        error="forward returned its outputs in the same memory on different calls (a buffer it keeps): "
                              "each call overwrote the last one's answer; return a new tensor from each call")
     return objection
-
-
-def of_timed_inputs(changed_inputs: list[int], index: int) -> Verdict | None:
-    """A timed call the parent chose to check, after the fact: its inputs must come back as the
-    reference's forward leaves them, as on the correctness trials."""
-    if not changed_inputs:
-        return None
-    return _rejected(Flag.input_mutation,
-                     f"forward changed its input(s) {changed_inputs} on checked timed call {index}, though not on the "
-                     "correctness trials: inputs must be left as they are")
-
-
-def of_profiled_slowdown(reason: str) -> Verdict:
-    """Slower when profiled than the profiler's cost explains: it runs other code when watched."""
-    return _rejected(Flag.inconsistent_when_profiled, f"behaves differently when profiled: {reason}")
-
-
-def of_speed(candidate_ms: float, floor: HardwareFloor | None) -> Verdict | None:
-    if floor and candidate_ms < HARDWARE_MARGIN * floor.floor_ms:
-        return _rejected(Flag.faster_than_hardware,
-                         f"median {candidate_ms:.4g} ms is below what this GPU can do: {floor.describe()}")
-    return None
-
-
-def of_fallback(evidence: list[str]) -> Verdict | None:
-    if not evidence:
-        return None
-    return _rejected(Flag.reference_fallback, f"forward computes with PyTorch's own kernels: {evidence[0]}", evidence)
-
-
-def of_other_shapes(sizes_described: str, problem: str, strict: bool) -> Verdict | None:
-    """Correct at the official shape only: a mismatch under --strict-shapes, else a flag."""
-    if not strict:
-        return None
-    return Verdict(status=Status.mismatch, error=f"correct at the benchmark's shape only; at {sizes_described}: {problem}")
 
 
 def passed() -> Verdict:
@@ -286,12 +245,12 @@ def result(subject: Subject, verdict: Verdict, observed: Observations) -> Result
         flags=observed.flags + [f for f in verdict.flags if f not in observed.flags],
         phase=None if ok else verdict.phase or observed.phase,
         evidence=observed.evidence if ok else verdict.evidence, compiler_diagnostics=verdict.compiler_diagnostics,
-        **observed.model_dump(exclude={"phase", "flags", "evidence", "vouched_median_ms"}),
+        **observed.model_dump(include=set(Measured.model_fields)),
     )
 
 
 def tampered(result: Result) -> Result:
     """The results changed on disk while this candidate's code ran: it is not believed."""
     return result.model_copy(update={
-        "status": Status.rejected, "speedup": None, "flags": result.flags + [Flag.tampered_results],
+        "status": Status.rejected, "speedup": None, "flags": result.flags + [TAMPERED_RESULTS],
         "error": "the results database or results.jsonl changed while this candidate ran"})

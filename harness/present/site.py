@@ -20,7 +20,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 from ..inputs.candidates import KERNELBENCH_NAME
-from ..records import Flag, Result, RunInfo, Status, TimingStats
+from ..records import Result, RunInfo, Status, TimingStats
 from .summary import RunSummary, finite_speedup, natural_key, speedup_interval, summarize_run
 
 STATUS_ORDER = {s: i for i, s in enumerate(Status)}
@@ -91,7 +91,7 @@ def overview(groups: list[tuple[str, list[Result]]]) -> list[ProblemRow]:
         rows.append(ProblemRow(problem=problem, attempted=len(attempted), correct=len(correct),
                                best=max(correct, key=finite_speedup, default=None), reference_ms=reference,
                                verdicts=[(s.value, counts[s]) for s in Status if counts[s]],
-                               near_misses=sum(Flag.near_miss in r.flags for r in results)))
+                               near_misses=sum("near_miss" in r.flags for r in results)))
     return rows
 
 
@@ -246,7 +246,7 @@ def degenerate_problems(results: list[Result]) -> dict[str, str]:
     """Problems whose results carry degenerate_problem, with what makes them so."""
     found = {}
     for result in results:
-        if Flag.degenerate_problem in result.flags and result.problem not in found:
+        if "degenerate_problem" in result.flags and result.problem not in found:
             found[result.problem] = next((e for e in result.evidence if e.startswith("the problem is degenerate")),
                                          "a trivial output passes it")
     return found

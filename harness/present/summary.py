@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..records import Candidate, Flag, Problem, Result, Status
+from ..records import Candidate, Problem, Result, Status
 
 MAX_SUMMARY_ROWS = 40  # problems listed at the end of a run; the report has every candidate
 TERMINAL_WIDTH = 100
@@ -69,7 +69,7 @@ def finite_speedup(result: Result) -> float:
 def timed_by_clock(result: Result) -> bool:
     """Whether its speedup is for the time the harness's clock vouched for, not for its reported
     times (`timing_disagrees`): those, and any interval or spread of them, say nothing then."""
-    return Flag.timing_disagrees in result.flags
+    return "timing_disagrees" in result.flags
 
 
 def speedup_interval(result: Result) -> tuple[float, float] | None:
@@ -109,7 +109,7 @@ def summary_table(results: list[Result], full_table: Path | str) -> str:
         cached = sum(r.build_cached for r in built)
         lines.append(f"builds ahead of evaluation: {len(built) - cached} compiled ({sum(r.build_s for r in built):.0f} s "
                      f"of compiling), {cached} from the build cache")
-    busy = sum(Flag.busy_machine in r.flags for r in results)
+    busy = sum("busy_machine" in r.flags for r in results)
     if busy:
         lines.append(f"timed while other processes kept the CPU busy: {busy} (flag busy_machine)")
     lines.append(f"every candidate with its verdict and reason: {full_table}")

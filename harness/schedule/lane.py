@@ -15,25 +15,17 @@ from ..builds.cache import BuildCache, BuildOutcome
 from ..judge import verdicts
 from ..judge.candidate import CandidateRun
 from ..judge.compare import FusedComparison
-from ..judge.reference import Quiet, ReferenceFailed, ReferenceRunner, no_quiet
+from ..judge.device import Device
+from ..judge.reference import ReferenceFailed, ReferenceRunner
 from ..records import Candidate, EvalConfig, Observations, Problem, Result, Subject
-from ..worker.parent import REAL_TIME, ConfinementFailed, Pace, Placement, RunStopped, Worker
+from ..worker.pace import RunStopped
+from ..worker.parent import ConfinementFailed, Placement, Worker
 from ..worker.protocol import Peaks
+from .devices import device_for
 
-# References a lane starts ahead, before their problem's first candidate is ready. None on a GPU,
-# where each would hold device memory beside the one in use (and where it is not yet measured).
-PREPARED_REFERENCES = {"cpu": 6, "cuda": 0}
 # Harness errors judging candidates one after another that stop the run: one is a candidate
 # bringing out a bug, this many a harness that cannot go on (a sticky CUDA error in the parent).
 MAX_HARNESS_FAILURES = 3
-# Whether spares ready, as they boot, what loading a reference needs and (unless their job has
-# come by then) what a Triton kernel's first launch computes (child.warm_ahead), so that
-# whichever one takes a reference, or a Triton candidate, starts at once: on a GPU, where
-# references are not started ahead and problems switch every few candidates (the reference's
-# import took 5 s of each reference's start on an H200 host, Triton's 0.6 s of a Triton
-# softmax's first trial on an H100). Not on the CPU, where spares boot on the very cores timed,
-# for candidates (and Triton candidates are skipped).
-WARM_SPARES = {"cpu": False, "cuda": True}
 
 
 class Lane:
@@ -41,13 +33,16 @@ class Lane:
     reference worker it holds."""
 
     def __init__(self, config: EvalConfig, run_id: str, placement: Placement, cache: BuildCache,
-                 reference_failures: dict[str, str], quiet: Quiet = no_quiet, boot_cpus: list[int] | None = None,
-                 pace: Pace = REAL_TIME, spares: int = 1):
-        """`quiet` is held around timing windows; `spares` workers boot ahead, keeping to
-        `boot_cpus` until they get a job, paced by `pace`."""
+                 reference_failures: dict[str, str], device: Device | None = None, boot_cpus: list[int] | None = None,
+                 spares: int = 1):
+        """`device`: the run's (by default the config's, for this lane alone: schedule/devices.py);
+        `spares` workers boot ahead, keeping to `boot_cpus` until they get a job, paced by the
+        device's pace. Spares ready what loading a reference and a Triton launch need where the
+        device says (judge/device.py, `warm_spares`)."""
         self.config, self.run_id, self.placement, self.cache = config, run_id, placement, cache
         self.reference_failures = reference_failures  # problem id -> reason, shared by a run's lanes
-        self.quiet, self.boot_cpus, self.pace = quiet, boot_cpus, pace
+        self.device = device or device_for(config.device)
+        self.boot_cpus = boot_cpus
         self.reference: ReferenceRunner | None = None
         self.prepared: dict[str, ReferenceRunner] = {}  # started ahead, by problem
         self.peaks: Peaks | None = None  # this GPU's peak rates, measured by the lane's first reference
@@ -78,8 +73,7 @@ class Lane:
 
     def _boot(self) -> Worker:
         return Worker(self.placement, role="worker", device=self.config.device, timeout_s=self.config.timeout_s,
-                      boot_cpus=self.boot_cpus, pace=self.pace,
-                      warm_ahead=WARM_SPARES[self.config.device])
+                      boot_cpus=self.boot_cpus, pace=self.device.pace, warm_ahead=self.device.warm_spares)
 
     def _worker(self) -> Worker | None:
         """The longest-booting spare worker that is still alive (or one booted now), the pool
@@ -119,9 +113,9 @@ class Lane:
         if problem.id in self.reference_failures:
             verdict = verdicts.reference_failed(self.reference_failures[problem.id])
             return verdicts.result(subject, verdict, Observations(gpu=self.placement.gpu))
-        run = CandidateRun(problem, candidate, self.config, self.cache.key_dir(candidate.code_hash), self.reference,
-                           self.run_id, self.placement, outcome, self._worker(), self.quiet, self.pace,
-                           later_of_problem, self.fused)
+        run = CandidateRun(problem, candidate, self.config, self.device, self.cache.key_dir(candidate.code_hash),
+                           self.reference, self.run_id, self.placement, outcome, self._worker(), later_of_problem,
+                           self.fused)
         try:
             with running():
                 result = run.run()
@@ -145,7 +139,9 @@ class Lane:
 
     @property
     def can_prepare(self) -> bool:
-        return len(self.prepared) < PREPARED_REFERENCES[self.config.device]
+        """Whether it may start another problem's reference ahead of its first candidate (judge/
+        device.py, `prepared_references`)."""
+        return len(self.prepared) < self.device.prepared_references
 
     def prepare(self, problem: Problem) -> None:
         """Start the problem's reference ahead of its first candidate."""
@@ -156,8 +152,8 @@ class Lane:
 
     def _started_reference(self, problem: Problem) -> ReferenceRunner | None:
         """The problem's reference, started; None when it failed (recorded in reference_failures)."""
-        reference = ReferenceRunner(problem, self.config, self.cache.key_dir(problem.source_hash), self.placement,
-                                    peaks=self.peaks, worker=self._worker(), quiet=self.quiet, pace=self.pace)
+        reference = ReferenceRunner(problem, self.config, self.device, self.cache.key_dir(problem.source_hash),
+                                    self.placement, peaks=self.peaks, worker=self._worker())
         try:
             reference.start()
         except ReferenceFailed as failed:

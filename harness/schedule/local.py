@@ -5,7 +5,7 @@ build cache; a failed build is a verdict at once. A lane owns one GPU: it evalua
 candidate at a time, the problem's reference beside it, so timing never shares a GPU, and it
 takes the next built candidate as soon as it is free. Builds overlap evaluation: on a GPU run
 pinned to cores the lanes do not use; on a CPU run, where the CPU is what is timed, frozen while
-the lane times (schedule/quiet.py).
+the lane times (cpu/quiet.py).
 
 Results reach the caller's thread through `Pipeline.results()`, in order of completion; the
 caller stores them (one thread owns the database).
@@ -31,7 +31,7 @@ from ..records import Candidate, Result, Subject
 from ..worker.parent import Placement, remove_run_scratch, stop_run
 from .lane import Lane
 from .plan import ActiveSet, RunPlan, diagnosed
-from .quiet import QuietGate
+from .devices import device_for
 
 
 class StartAhead(NamedTuple):
@@ -173,7 +173,8 @@ class Pipeline:
         self._stopping = threading.Event()  # no build starts after it is set
         self._ready: ReadyQueue | None = None
         self._warmer: subprocess.Popen | None = None
-        self.gate = QuietGate(plan.token, active=plan.config.device == "cpu")  # the CPU is what is timed
+        self.device = device_for(plan.config.device, plan.token)
+        self.gate = self.device.pace  # on a CPU run, quiet around the timed calls: the CPU is what is timed
 
     def __enter__(self) -> Pipeline:
         return self
@@ -297,8 +298,8 @@ class Pipeline:
         placement = plan.lane_placement(lane)
         if driver := plan.resources.driver_cpus(lane):  # this thread's clock bounds the timings: off the build cores
             os.sched_setaffinity(0, driver)
-        with Lane(plan.config, plan.run_id, placement, plan.cache, self._reference_failures,
-                  self.gate.quiet, plan.resources.build_cpus, self.gate, plan.resources.spares) as judge:
+        with Lane(plan.config, plan.run_id, placement, plan.cache, self._reference_failures, self.device,
+                  plan.resources.build_cpus, plan.resources.spares) as judge:
             while (item := self._next(lane, judge)) is not None:
                 candidate, outcome = item
                 result = judge.judge(plan.problems[candidate.problem_id], candidate, outcome,

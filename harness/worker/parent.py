@@ -27,7 +27,6 @@ import warnings
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import ContextManager
 
 import torch
 from pydantic import BaseModel, Field
@@ -36,6 +35,7 @@ from ..records import Limits, SandboxMode
 from . import cuda_ipc, processes
 from .confine import CONFINE_FAILED
 from .launch import BOOTSTRAP
+from .pace import REAL_TIME, Pace
 from .protocol import (ALLOWED_DTYPES, REPLY, Command, CommitBuffer, Reply, TensorRef, WorkerJob, aligned, fits,
                        says_why, send_model, tensor_at)
 from .sandbox import EXTENSIONS, PACKAGE_DIR, TRITON_CACHE, SandboxPolicy, confinement, default_limits, private_dir
@@ -148,10 +148,6 @@ class WorkerStopped(Exception):
         self.stop = stop
 
 
-class RunStopped(Exception):
-    """A worker was to start after its run began to stop (schedule/quiet.py): not started."""
-
-
 class ConfinementFailed(Exception):
     """A worker could not be confined as the run's sandbox policy says: a harness error, never a
     candidate's verdict."""
@@ -231,20 +227,6 @@ class Watchdog:
             if used > limits.scratch:
                 return f"wrote over {limits.scratch / 2**30:.2f} GiB to its scratch space (--max-scratch); killed"
         return None
-
-
-class Pace:
-    """How a run paces its workers: the clock their deadlines run on, and a guard held while one
-    is started. This one: real time, no guard (a CPU run's is schedule/quiet.py's QuietGate)."""
-
-    def clock(self) -> float:
-        return time.monotonic()
-
-    def launching(self) -> ContextManager:
-        return contextlib.nullcontext()
-
-
-REAL_TIME = Pace()
 
 
 MAX_READ_BUFFERS = 2
@@ -357,6 +339,7 @@ class Worker:
         self._read_buffers = ReadBuffers()
         self._worker_pid: int | None = None
         self._held_stopped = False  # inside `stopped_all`: a block nested in it keeps the tree stopped
+        self.sent = 0  # commands sent: what a worker's buffers hold is its last command's
         parent_sock, child_sock = socket.socketpair()
         # The launcher reads end-of-file at its end once this process is gone, however it went (launch.py).
         launcher_end, self._lifeline = os.pipe()
@@ -455,6 +438,7 @@ class Worker:
     def _send_early(self, command: Command) -> None:
         """A command that may reach the worker while it boots: one that died meanwhile is found
         by the reply to come."""
+        self.sent += 1
         try:
             send_model(self.conn, command)
         except OSError:
@@ -574,6 +558,7 @@ class Worker:
 
     def send(self, command: Command, phase: str) -> None:
         """Send a command without waiting for its answer (`answer` then waits)."""
+        self.sent += 1
         try:
             send_model(self.conn, command)
         except OSError:

@@ -13,7 +13,7 @@ stopped, so that the inputs' making is no part of the call the parent's clock ti
 A worker's life: `job` (load the model; a warm worker waits for it already confined, torch
 imported), then any number of `trial`, `inputs`, `warmup`, `timed` and `floor` commands; the
 parent kills it when it is done with it. On a CPU run a timed command may time several calls back to back, each on inputs of its
-own (judge/timer.py says why): their inputs and outputs travel stacked, a row per call, so that
+own (judge/timing/protocol.py says why): their inputs and outputs travel stacked, a row per call, so that
 a batch costs the same few messages' worth of descriptions whatever its size.
 """
 
@@ -124,7 +124,7 @@ class Command(BaseModel):
     # timed: forward calls timed back to back, each on its own inputs (from `seeds` when none are
     # fed); fed inputs are stacked (one row per call). commit: the last timed command's `calls`
     # calls' outputs, described only now (stacked for more than one call), so that the parent's
-    # clock sees writing them apart from the calls (judge/timer.py, vouched_median)
+    # clock sees writing them apart from the calls (judge/timing/bound.py, vouched_median)
     calls: int = Field(1, ge=1)
     # timed (CPU): the reply says where the calls' outputs are in the worker's memory (`outputs`,
     # the first call's, and `addresses`); the parent reads the ones it checks there, the worker
@@ -134,7 +134,7 @@ class Command(BaseModel):
     sizes: dict[str, int] | None = None  # trial: other values for the problem's input-size constants
     profile: bool = False  # timed: run this call under the profiler (its profile is asked for next: `profile`)
     default_math: bool = False  # math (reference only): PyTorch's default math flags instead of strict fp32
-    # settle: no fields; on a GPU, tiny kernels run to completion (see judge/timer.py), the slowest
+    # settle: no fields; on a GPU, tiny kernels run to completion (see judge/gpu.py), the slowest
     # round trip answered as elapsed_ms (judge/reference.py: whether another context holds the GPU)
 
 

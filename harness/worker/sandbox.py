@@ -36,7 +36,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from ..records import Limits, SandboxMode, SandboxReport
-from . import confine, sampling
+from . import confine
 
 PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the harness package the parent runs
 SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/sys", "/proc", "/nix")
@@ -65,9 +65,6 @@ class SandboxPolicy(BaseModel):
     landlock_abi: int = 0
     namespaces: bool = False
     no_userfaultfd: bool = False  # seccomp filters hold here (confine.filters_hold): under every mode
-    # Why this host does not let a worker's threads be sampled (sampling.refused), None where it does:
-    # under every mode, as it confines nothing.
-    sampling_refused: str | None = None
     limits: Limits
 
     def report(self) -> SandboxReport:
@@ -90,8 +87,6 @@ class SandboxPolicy(BaseModel):
             has(name, not off, "--sandbox off")
         has("no_userfaultfd", self.no_userfaultfd, f"no seccomp filters for {platform.machine()} here: a worker "
             "could make a userfaultfd that hangs the parent's read of its outputs until the phase's timeout")
-        has("sampled_cpu_time", self.sampling_refused is None, f"this host does not let the harness sample a worker "
-            f"({self.sampling_refused}): on a CPU run, library work a candidate hides from the profiler goes unseen")
         active += ["isolated_imports", "process_tree_kill"]
         return SandboxReport(mode=self.mode, active=active, missing=missing)
 
@@ -136,8 +131,7 @@ def decide_policy(mode: SandboxMode, limits: Limits) -> SandboxPolicy:
     namespace with its own /proc, for workers that see no GPU, included), and whether seccomp
     filters hold (under every mode: the userfaultfd filter guards the parent's reads)."""
     if mode is SandboxMode.off:
-        return SandboxPolicy(mode=mode, no_userfaultfd=confine.filters_hold(), sampling_refused=sampling.refused(),
-                             limits=limits)
+        return SandboxPolicy(mode=mode, no_userfaultfd=confine.filters_hold(), limits=limits)
     abi = confine.landlock_abi()
     try:
         namespaces = works(Confinement(namespaces=True, pid_namespace=True, workdir=mount_point(),
@@ -150,7 +144,7 @@ def decide_policy(mode: SandboxMode, limits: Limits) -> SandboxPolicy:
         raise SandboxUnavailable(f"--sandbox strict needs {' and '.join(lacking)}; use --sandbox auto to run with "
                                  "what this kernel offers")
     return SandboxPolicy(mode=mode, landlock_abi=abi, namespaces=namespaces, no_userfaultfd=confine.filters_hold(),
-                         sampling_refused=sampling.refused(), limits=limits)
+                         limits=limits)
 
 
 class Confinement(BaseModel):

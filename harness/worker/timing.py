@@ -4,7 +4,7 @@ The clocks are bound when this module is imported, which the worker does before 
 candidate code: a candidate that later replaces `time.perf_counter_ns`, `torch.cuda.Event` or
 `torch.cuda.synchronize` changes nothing here. Each timed call is bracketed by device-wide
 synchronizes, so work a candidate hides on side streams is inside the measured interval. None of
-this is trusted: the parent holds every reported time against its own clock (judge/timer.py).
+this is trusted: the parent holds every reported time against its own clock (judge/timing/bound.py).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.judge.timer import BUSY_CORES
+from harness.cpu.checks.busy_machine import BUSY_CORES
 from harness.worker import sampling
 
 from tests.support import DATA

@@ -16,7 +16,7 @@ from harness.inputs.problems import discover_problems
 from harness.records import EvalConfig, HostEnv, SandboxMode, Status
 from harness.schedule.local import Pipeline
 from harness.schedule.plan import RunPlan, plan_resources
-from harness.schedule.quiet import QuietGate
+from harness.cpu.quiet import QuietGate
 from harness.worker import processes
 from harness.worker.sandbox import decide_policy, default_limits
 from tests.support import DATA, EXPECTED, eval_args, require_ray
@@ -38,18 +38,18 @@ def test_cpu_run_freezes_every_other_worker_while_it_times(tmp_path, monkeypatch
     shutil.copy(DATA / "integrity" / "tiny_relu" / "honest_twin.py", tmp_path / "c" / "tiny_relu")
     problems = [p for p in discover_problems(DATA / "problems") if p.id == "tiny_relu"]
     candidates = discover_candidates(tmp_path / "c", problems)
-    windows, real_quiet = [], QuietGate.quiet
+    windows, real_window = [], QuietGate.window
 
     @contextlib.contextmanager
     def watched(gate, timed):
-        with real_quiet(gate, timed):
+        with real_window(gate, timed):
             spared = set(timed).union(*(processes.descendants(pid) for pid in timed))
             others = [pid for launcher in processes.find_with_environment(gate.marker)
                       for pid in (launcher, *processes.descendants(launcher)) if pid not in spared]
             windows.append({pid: stopped_soon(pid) for pid in others})
             yield
 
-    monkeypatch.setattr(QuietGate, "quiet", watched)
+    monkeypatch.setattr(QuietGate, "window", watched)
     config = EvalConfig(device="cpu", trials=3, correctness_trials=1, timeout_s=20)
     host = HostEnv.from_environ(os.environ, str(tmp_path))
     sandbox = decide_policy(SandboxMode.auto, default_limits())

@@ -5,7 +5,7 @@ and timings with confidence intervals. Shared by the report's unit and browser t
 import random
 
 from harness.judge.diagnose import diagnose
-from harness.records import Flag, Result, Status, TimingStats
+from harness.records import Result, Status, TimingStats
 
 PROBLEM_NAMES = ["Square_matrix_multiplication_", "Standard_matrix_multiplication_", "Matmul_for_large_K",
                  "Conv2d_Subtract_Subtract_Mish", "Gemm_Multiply_LeakyReLU", "ReLU", "Softmax", "LayerNorm",
@@ -45,7 +45,7 @@ def synthetic_results(count: int, problems: int = 21, seed: int = 0) -> list[Res
         result = Result(
             run_id="synthetic", problem=problem, status=status, candidate_hash=f"{i:064x}",
             candidate=f"{problem}/runs/2026-11-20/{generator}/sample_{i // problems}.py",
-            speedup=speedup, flags=[Flag.near_miss] if near else [],
+            speedup=speedup, flags=["near_miss"] if near else [],
             error=None if status is Status.ok else (LONG_REASON if status is Status.compile_error else
                                                     f"wrong output on trial 1/5: max abs error {0.011 if near else 1.1e3}"),
             max_abs_err=(0.011 if near else 1.1e3) if status is Status.mismatch else (1e-6 if speedup else None),

@@ -1,7 +1,7 @@
 """A run at a glance: rates, fast_p and the geometric mean."""
 
 from harness.present.summary import summarize_run, summary_table
-from harness.records import Flag, Result, Status
+from harness.records import Result, Status
 
 
 def test_summary_rates_exclude_skipped():
@@ -43,6 +43,6 @@ def test_the_end_of_run_table_counts_candidates_timed_on_a_busy_machine():
 
     quiet = summary_table([result("a.py", [])], "index.html")
     assert "busy" not in quiet
-    busy = summary_table([result("a.py", [Flag.busy_machine]), result("b.py", [Flag.busy_machine, Flag.no_custom_kernel]),
+    busy = summary_table([result("a.py", ["busy_machine"]), result("b.py", ["busy_machine", "no_custom_kernel"]),
                           result("c.py", [])], "index.html")
     assert "timed while other processes kept the CPU busy: 2 (flag busy_machine)" in busy.splitlines()

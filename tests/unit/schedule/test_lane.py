@@ -3,14 +3,18 @@ than the device allows, a failed start remembered as the problem's, all closed w
 a GPU, spares booted ready to load one instead. A harness error while judging a candidate is that
 candidate's verdict, and the lane goes on."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from harness.builds.cache import BuildCache
+from harness.cpu.device import Cpu
 from harness.judge.reference import ReferenceFailed
 from harness.records import Candidate, EvalConfig, Problem, Status
 from harness.schedule import lane as lane_module
-from harness.schedule.lane import MAX_HARNESS_FAILURES, PREPARED_REFERENCES, Lane
-from harness.worker.parent import ConfinementFailed, Placement, RunStopped
+from harness.schedule.lane import MAX_HARNESS_FAILURES, Lane
+from harness.worker.pace import RunStopped
+from harness.worker.parent import ConfinementFailed, Placement
 from harness.worker.sandbox import SandboxMode, SandboxPolicy, default_limits
 from tests.unit.builds.test_cache import TOOLCHAIN
 
@@ -23,7 +27,7 @@ class FakeReference:
 
     def __init__(self, problem, *args, **kwargs):
         self.problem, self.peaks = problem, None
-        self.timing = self.default_math_timing = None
+        self.measured = SimpleNamespace(timing=None, default_math_timing=None)
 
     def start(self) -> None:
         if self.problem.id in self.broken:
@@ -63,7 +67,7 @@ def test_references_started_ahead_are_kept_by_problem_and_closed_with_the_lane(t
 
 def test_no_more_are_started_ahead_than_the_device_allows(tmp_path, fake_references):
     with make_lane(tmp_path, "cpu", {}) as lane:
-        for index in range(PREPARED_REFERENCES["cpu"]):
+        for index in range(Cpu.prepared_references):
             assert lane.can_prepare
             lane.prepare(problem(f"p{index}"))
         assert not lane.can_prepare

@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
-from harness.worker import sampling
-from harness.worker.sampling import PAGE_BYTES, RING_PAGES, CpuSamples, Sampler, is_library
+from harness.cpu import sampling
+from harness.cpu.sampling import PAGE_BYTES, RING_PAGES, CpuSamples, Sampler, is_library
 
 TORCH_LIB = "/venv/lib/python3.11/site-packages/torch/lib"
 

@@ -9,9 +9,11 @@ import time
 
 import pytest
 
-from harness.schedule.quiet import QuietGate
+from harness.cpu.checks.busy_machine import BUSY_CORES
+from harness.cpu.quiet import QuietGate
 from harness.worker import processes
-from harness.worker.parent import RUN_TOKEN_VAR, RunStopped
+from harness.worker.pace import RunGate, RunStopped
+from harness.worker.parent import RUN_TOKEN_VAR
 
 # Forks a sleeping child every few milliseconds (at most 300): a tree that grows while it is frozen.
 FORKER = """
@@ -27,7 +29,7 @@ time.sleep(60)
 
 @pytest.fixture
 def gate():
-    return QuietGate(f"test-{os.getpid()}-{time.monotonic_ns()}", active=True)
+    return QuietGate(f"test-{os.getpid()}-{time.monotonic_ns()}")
 
 
 @pytest.fixture
@@ -41,7 +43,7 @@ def forker(gate):
 
 
 def test_a_window_stops_a_growing_tree_whole_and_resumes_it(gate, forker):
-    with gate.quiet([]):
+    with gate.window([]):
         frozen = processes.tree(forker)
         assert all(processes.stopped(pid) for pid in frozen)
         time.sleep(0.2)
@@ -51,7 +53,7 @@ def test_a_window_stops_a_growing_tree_whole_and_resumes_it(gate, forker):
 
 
 def test_the_timed_tree_is_spared(gate, forker):
-    with gate.quiet([forker]):
+    with gate.window([forker]):
         assert not processes.stopped(forker)
 
 
@@ -62,7 +64,7 @@ def test_no_worker_starts_while_another_thread_times(gate):
         with gate.launching():
             started.set()
 
-    with gate.quiet([]):
+    with gate.window([]):
         starter = threading.Thread(target=start)
         starter.start()
         assert not started.wait(0.3)
@@ -76,7 +78,7 @@ def test_a_window_waits_for_a_start_under_way(gate):
     opened = threading.Event()
 
     def time_it():
-        with gate.quiet([]):
+        with gate.window([]):
             opened.set()
 
     with gate.launching():
@@ -89,16 +91,16 @@ def test_a_window_waits_for_a_start_under_way(gate):
 
 def test_the_quiet_time_does_not_count_on_the_workers_clock(gate):
     before = gate.clock()
-    with gate.quiet([]):
+    with gate.window([]):
         time.sleep(0.3)
     assert gate.clock() - before < 0.1
 
 
-@pytest.mark.parametrize("active", [True, False])
-def test_once_closed_no_worker_starts_and_a_start_under_way_finishes_first(active):
+@pytest.mark.parametrize("quiet", [True, False])
+def test_once_closed_no_worker_starts_and_a_start_under_way_finishes_first(quiet):
     """A run's stop closes the gate before it kills: what it kills is then everything the run has
     (on a GPU run, whose gate freezes nothing, too)."""
-    gate = QuietGate(f"test-{os.getpid()}-{time.monotonic_ns()}", active=active)
+    gate = QuietGate(f"test-{os.getpid()}-{time.monotonic_ns()}") if quiet else RunGate()
     starting, release, closed = threading.Event(), threading.Event(), threading.Event()
 
     def start():
@@ -122,7 +124,7 @@ def test_once_closed_no_worker_starts_and_a_start_under_way_finishes_first(activ
     closer.join()
 
 
-def refused_now(gate: QuietGate) -> bool:
+def refused_now(gate: RunGate) -> bool:
     try:
         with gate.launching():
             return False
@@ -140,7 +142,7 @@ def test_a_start_waiting_for_another_threads_window_gives_up_when_the_gate_close
         except RunStopped:
             refused.set()
 
-    with gate.quiet([]):
+    with gate.window([]):
         starter = threading.Thread(target=start)
         starter.start()
         time.sleep(0.3)  # waiting for the window by now
@@ -156,7 +158,7 @@ def test_a_worker_refused_by_a_closed_gate_keeps_nothing():
     from harness.worker.parent import Placement, Worker, run_scratch
 
     token = f"test-{os.getpid()}-{time.monotonic_ns()}"
-    gate = QuietGate(token, active=False)
+    gate = RunGate()
     gate.close()
     open_before = len(os.listdir("/proc/self/fd"))
     with pytest.raises(RunStopped):
@@ -175,17 +177,15 @@ def busy_loop(env: dict | None = None) -> subprocess.Popen:
 def test_a_window_measures_what_processes_outside_the_run_kept_busy(gate):
     """The run's own processes (the timed one here, a busy loop) are not counted; an outsider's
     busy loop, about a core, is."""
-    from harness.judge.timer import BUSY_CORES
-
     token = gate.marker.decode().split("=", 1)[1]
     timed = busy_loop(os.environ | {RUN_TOKEN_VAR: token})
     try:
-        with gate.quiet([timed.pid]) as alone:
+        with gate.window([timed.pid]) as alone:
             time.sleep(processes.OthersCpu.MIN_SECONDS + 0.05)  # as short a window as is measured
         outsider = busy_loop()
         try:
             time.sleep(0.2)  # past its start
-            with gate.quiet([timed.pid]) as beside:
+            with gate.window([timed.pid]) as beside:
                 time.sleep(processes.OthersCpu.MIN_SECONDS + 0.05)
         finally:
             outsider.kill()
@@ -196,8 +196,8 @@ def test_a_window_measures_what_processes_outside_the_run_kept_busy(gate):
     assert alone.cores < BUSY_CORES <= beside.cores, (alone.cores, beside.cores)
 
 
-def test_an_inactive_gate_measures_nothing():
-    with QuietGate("unused", active=False).quiet([]) as others:
+def test_a_gate_that_freezes_nothing_measures_nothing():
+    with RunGate().window([]) as others:
         assert others is None
 
 
@@ -210,8 +210,6 @@ def test_a_window_too_short_for_the_clock_ticks_measures_nothing():
 def test_a_process_of_ours_that_ends_during_a_window_is_not_counted_as_anothers():
     """Its CPU time so far stops showing in its own /proc entry when it ends; once reaped it shows
     in its parent's children's time instead (it once came out as 3.7 cores of other processes)."""
-    from harness.judge.timer import BUSY_CORES
-
     child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 1.0\nwhile time.time() < end: pass\n"
                               "import sys\nsys.stdin.read()"], stdin=subprocess.PIPE)
     time.sleep(1.2)  # a second of CPU time spent, then waiting

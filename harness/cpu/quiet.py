@@ -9,9 +9,6 @@ stopped).
 
 A frozen worker's deadline should not run meanwhile: `clock()` is the monotonic clock less the
 time spent quiet, which workers use for their deadlines.
-
-The gate also makes a run's stop final, on a GPU run too: once it is closed no worker starts (a
-start under way finishes first), so the kill that follows finds every process the run has.
 """
 
 from __future__ import annotations
@@ -24,61 +21,26 @@ import time
 from collections.abc import Iterator
 
 from ..worker import processes
-from ..worker.parent import RUN_TOKEN_VAR, Pace, RunStopped
+from ..worker.pace import RunGate
+from ..worker.parent import RUN_TOKEN_VAR
 
 
-CLOSE_WAIT_S = 10.0
+class QuietGate(RunGate):
+    """A CPU run's gate: freezes the run's other workers around timing windows."""
 
-
-class QuietGate(Pace):
-    """Freezes a run's other workers around timing windows (CPU runs; windows are a no-op when not
-    `active`), and refuses starts once closed."""
-
-    def __init__(self, token: str, active: bool):
+    def __init__(self, token: str):
+        super().__init__()
         self.marker = f"{RUN_TOKEN_VAR}={token}".encode()
-        self.active = active
-        self._state = threading.Condition()
-        self._windows: list[int] = []  # the threads with a timing window open
-        self._starting = 0  # workers being started
-        self._closed = False
         self._quiet_s = 0.0
 
     def clock(self) -> float:
         with self._state:
             return time.monotonic() - self._quiet_s
 
-    def close(self) -> None:
-        """No worker starts from now on; returns once the starts under way are done (a spawn takes
-        milliseconds: CLOSE_WAIT_S at most, should one never say it is done)."""
-        with self._state:
-            self._closed = True
-            self._state.notify_all()  # a start waiting for a window to close gives up instead
-            self._state.wait_for(lambda: not self._starting, timeout=CLOSE_WAIT_S)
-
     @contextlib.contextmanager
-    def launching(self) -> Iterator[None]:
-        """Held while a worker process is started: not while another thread's window is open, and
-        not once the gate is closed (RunStopped)."""
-        me = threading.get_ident()
-        with self._state:
-            self._state.wait_for(lambda: self._closed or all(thread == me for thread in self._windows))
-            if self._closed:
-                raise RunStopped("the run is stopping: no worker starts")
-            self._starting += 1
-        try:
-            yield
-        finally:
-            with self._state:
-                self._starting -= 1
-                self._state.notify_all()
-
-    @contextlib.contextmanager
-    def quiet(self, timed: list[int]) -> Iterator[processes.OthersCpu | None]:
+    def window(self, timed: list[int]) -> Iterator[processes.OthersCpu]:
         """Freeze every worker of the run but those whose launchers are `timed`, for the block,
-        which gets what processes outside the run used meanwhile (when active)."""
-        if not self.active:
-            yield None
-            return
+        which gets what processes outside the run used meanwhile."""
         me = threading.get_ident()
         with self._state:
             self._state.wait_for(lambda: not self._starting)
