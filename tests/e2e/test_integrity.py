@@ -15,7 +15,7 @@ import torch
 
 from harness.cli import main
 from harness.cpu.checks.busy_machine import BUSY_CORES
-from harness.worker import sampling
+from harness.cpu import sampling
 
 from tests.support import DATA
 
