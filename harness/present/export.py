@@ -48,7 +48,7 @@ def to_csv(results: list[Result]) -> str:
         writer.writerow({
             "problem": r.problem, "candidate": r.candidate, "status": r.status.value, "speedup": r.speedup,
             "error": r.error, "cause": r.diagnosis.category if r.diagnosis else None,
-            "flags": ";".join(f.value for f in r.flags), "phase": r.phase, "kind": r.kind.value if r.kind else None,
+            "flags": ";".join(r.flags), "phase": r.phase, "kind": r.kind.value if r.kind else None,
             "max_abs_err": r.max_abs_err, "max_rel_err": r.max_rel_err,
             "median_ms": r.timing.median_ms if r.timing else None, "iqr_ms": r.timing.iqr_ms if r.timing else None,
             "reference_median_ms": r.speedup_reference_timing.median_ms if r.speedup_reference_timing else None,
@@ -91,7 +91,7 @@ def kernelbench_sample(r: Result, sample_id: int, device_name: str) -> dict:
         "compiled": r.status not in NOT_COMPILED,
         "correctness": r.status is Status.ok,
         "metadata": {"problem": r.problem, "candidate": r.candidate, "status": r.status.value, "error": r.error,
-                     "cause": r.diagnosis.category if r.diagnosis else None, "flags": [f.value for f in r.flags],
+                     "cause": r.diagnosis.category if r.diagnosis else None, "flags": list(r.flags),
                      "max_abs_err": r.max_abs_err, "hardware": device_name},
         "runtime": timing.mean_ms if timing else -1.0,
         "runtime_stats": {"mean": timing.mean_ms, "median": timing.median_ms, "min": timing.min_ms, "max": timing.max_ms,

@@ -334,3 +334,12 @@ def test_candidate_page_shows_provenance_and_both_speedups(tmp_path):
     assert "1.50" in page.find("dd", id="speedup-default-math").text
     origins = [row.find_all("td")[1].text for row in page.find("table", id="kernels").find_all("tr")[1:]]
     assert origins == ["candidate", "pytorch"]
+
+
+def test_flags_are_named_on_the_index_and_on_the_candidates_page(tmp_path):
+    caught = make("caught", Status.rejected).model_copy(update={
+        "flags": ["no_custom_kernel", "reference_fallback"], "error": "forward computes with PyTorch's own kernels"})
+    index = render_site(None, [caught], lambda r: None, tmp_path).read_text()
+    page = (tmp_path / "c" / page_name(caught)).read_text()
+    for html in (index, page):
+        assert '<span class="flag">no_custom_kernel</span>' in html and '<span class="flag">reference_fallback</span>' in html
