@@ -19,7 +19,7 @@ import torch
 from pydantic import BaseModel
 from tqdm import tqdm
 
-from .builds.cache import BuildCache, default_build_root, toolchain
+from .builds.cache import BuildCache, toolchain
 from .builds.header import PrecompiledHeader, header_root
 from .errors import StoreFailed, UsageError
 from .inputs.candidates import discover_candidates

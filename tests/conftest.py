@@ -5,12 +5,18 @@ import pytest
 import torch
 
 
+E2E = Path(__file__).parent / "e2e"
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by marker
 def pytest_collection_modifyitems(config, items):
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    """Everything under tests/e2e/ is the end-to-end tier (marker `e2e`: workers started, C++
+    compiled, whole runs); GPU tests skip where torch sees no CUDA device."""
+    skip = None if torch.cuda.is_available() else pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
-        if "gpu" in item.keywords:
+        if E2E in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.e2e)
+        if skip is not None and "gpu" in item.keywords:
             item.add_marker(skip)
 
 

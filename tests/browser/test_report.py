@@ -63,6 +63,7 @@ def rows(driver, selector="table.leaderboard tbody tr"):
     return driver.find_elements(By.CSS_SELECTOR, selector)
 
 
+@pytest.mark.e2e  # evaluates the shipped candidates first
 def test_leaderboard_lists_every_candidate_with_its_verdict(shipped_report, browser):
     from selenium.webdriver.common.by import By
     site, results = shipped_report
@@ -76,6 +77,7 @@ def test_leaderboard_lists_every_candidate_with_its_verdict(shipped_report, brow
     assert (site / "leaderboard.png").stat().st_size > 10_000
 
 
+@pytest.mark.e2e  # evaluates the shipped candidates first
 def test_candidate_links_open_their_pages(shipped_report, browser):
     from selenium.webdriver.common.by import By
     site, results = shipped_report
@@ -93,6 +95,7 @@ def test_candidate_links_open_their_pages(shipped_report, browser):
     assert browser.title.startswith("Kernel leaderboard")
 
 
+@pytest.mark.e2e  # evaluates the shipped candidates first
 def test_clicking_a_header_sorts_its_table(shipped_report, browser):
     from selenium.webdriver.common.by import By
     site, _ = shipped_report
@@ -115,6 +118,7 @@ def test_clicking_a_header_sorts_its_table(shipped_report, browser):
     assert ranks == sorted(ranks, reverse=True) and len(ranks) == 4
 
 
+@pytest.mark.e2e  # evaluates the shipped candidates first
 def test_filtering_by_text_and_verdict(shipped_report, browser):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select

@@ -11,7 +11,6 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-import torch
 
 from harness.cli import main
 from harness.cpu.checks.busy_machine import BUSY_CORES

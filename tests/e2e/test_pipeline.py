@@ -7,7 +7,6 @@ import os
 import shutil
 import time
 
-import pytest
 
 from harness.builds.cache import BuildCache, toolchain
 from harness.cli import main

@@ -1,7 +1,6 @@
 """Sampling a worker's threads from outside: each sample's program counter mapped to the file its
 code lies in, library compute told apart from the interpreter and from a candidate's own code."""
 
-import mmap
 import os
 import resource
 import struct

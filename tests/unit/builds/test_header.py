@@ -4,15 +4,13 @@ compile flags, and skipped where it cannot help."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
 from harness.builds.header import FAILED, HEADER, PrecompiledHeader, header_root, torch_compile, variant_for
-from harness.worker.parent import REAL_TIME
+from harness.worker.pace import REAL_TIME
 
 FAKE_GCC = """#!/bin/sh
 # Says it is GCC; "compiles" a header by writing its -o target, and counts each compile.
@@ -101,23 +99,3 @@ def test_no_header_for_a_compiler_that_is_not_gcc(tmp_path, monkeypatch):
     calls = fake_compiler(tmp_path, monkeypatch, version="clang version 17.0.0")
     assert PrecompiledHeader(tmp_path / "headers").ready({"PATH": "/usr/bin:/bin"}, REAL_TIME, "plain") is None
     assert compiles(calls) == 0
-
-
-@pytest.mark.skipif(shutil.which("c++") is None, reason="needs a C++ compiler")
-def test_gcc_takes_it_for_torchs_own_flags_whatever_the_extension_name(tmp_path, monkeypatch, cache_home):
-    """The real thing (the session's header, which its C++ builds share): g++ reports the .gch it
-    used (-H prints '!' before it) for a main.cpp compiled as load_inline compiles one, for
-    another extension name than the probe's."""
-    monkeypatch.delenv("CXX", raising=False)
-    made = PrecompiledHeader(header_root(str(cache_home))).ready(
-        {"PATH": "/usr/local/bin:/usr/bin:/bin"}, REAL_TIME, "O3")
-    if made is None:
-        pytest.skip("the compiler here is not GCC")
-    compiler, flags = torch_compile(["-O3"])
-    source = tmp_path / "main.cpp"
-    source.write_text("#include <torch/extension.h>\nint answer() { return 42; }\n")
-    done = subprocess.run([*compiler, "-DTORCH_EXTENSION_NAME=some_candidate", *flags, "-H", "-Winvalid-pch",
-                           "-fsyntax-only", str(source)], capture_output=True, text=True,
-                          env={"PATH": "/usr/local/bin:/usr/bin:/bin", "CPATH": str(made)})
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert f"! {made / HEADER}.gch/O3.gch" in done.stderr

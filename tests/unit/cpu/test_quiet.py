@@ -152,21 +152,6 @@ def test_a_start_waiting_for_another_threads_window_gives_up_when_the_gate_close
     starter.join()
 
 
-def test_a_worker_refused_by_a_closed_gate_keeps_nothing():
-    """A stopping run's threads may still try to start workers: each is refused before it exists,
-    and leaves no scratch dir (nor the run's) and no open file behind."""
-    from harness.worker.parent import Placement, Worker, run_scratch
-
-    token = f"test-{os.getpid()}-{time.monotonic_ns()}"
-    gate = RunGate()
-    gate.close()
-    open_before = len(os.listdir("/proc/self/fd"))
-    with pytest.raises(RunStopped):
-        Worker(Placement(env={RUN_TOKEN_VAR: token}), role="worker", device="cpu", timeout_s=5, pace=gate)
-    assert not run_scratch(token).exists()
-    assert len(os.listdir("/proc/self/fd")) == open_before
-
-
 BUSY_LOOP = "import time\nend = time.time() + 60\nwhile time.time() < end: pass"
 
 
@@ -174,26 +159,35 @@ def busy_loop(env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", BUSY_LOOP], env=env)
 
 
-def test_a_window_measures_what_processes_outside_the_run_kept_busy(gate):
-    """The run's own processes (the timed one here, a busy loop) are not counted; an outsider's
-    busy loop, about a core, is."""
+def cores_of(pid: int, ticks_before: dict, seconds: float) -> float:
+    """The cores process `pid` kept busy since `ticks_before` (processes.cpu_ticks), over `seconds`."""
+    (_, before), = ticks_before.items()
+    (_, after), = processes.cpu_ticks([pid]).items()
+    return (after - before) / processes.TICKS_PER_S / seconds
+
+
+def test_a_window_counts_an_outsiders_time_and_never_the_runs_own(gate):
+    """A busy loop of the run's (the timed one) and an outsider's run through one window: the
+    window counts the outsider's CPU time and not the run's, which the same window's figure for
+    everyone but this process shows beside it. Held against those processes' own CPU time, not
+    against an idle machine: other load (the suite beside busy loops) is in both figures alike."""
     token = gate.marker.decode().split("=", 1)[1]
-    timed = busy_loop(os.environ | {RUN_TOKEN_VAR: token})
+    timed, outsider = busy_loop(os.environ | {RUN_TOKEN_VAR: token}), busy_loop()
     try:
-        with gate.window([timed.pid]) as alone:
-            time.sleep(processes.OthersCpu.MIN_SECONDS + 0.05)  # as short a window as is measured
-        outsider = busy_loop()
-        try:
-            time.sleep(0.2)  # past its start
-            with gate.window([timed.pid]) as beside:
-                time.sleep(processes.OthersCpu.MIN_SECONDS + 0.05)
-        finally:
-            outsider.kill()
-            outsider.wait()
+        time.sleep(0.2)  # past their start
+        before = {pid: processes.cpu_ticks([pid]) for pid in (timed.pid, outsider.pid)}
+        began = time.monotonic()
+        with processes.OthersCpu(lambda: [os.getpid()]) as everyone_else, gate.window([timed.pid]) as window:
+            time.sleep(processes.OthersCpu.MIN_SECONDS + 0.15)
+        seconds = time.monotonic() - began
+        runs, outsiders = (cores_of(p.pid, before[p.pid], seconds) for p in (timed, outsider))
     finally:
-        timed.kill()
-        timed.wait()
-    assert alone.cores < BUSY_CORES <= beside.cores, (alone.cores, beside.cores)
+        for loop in (timed, outsider):
+            loop.kill()
+            loop.wait()
+    assert runs > 0.2 and outsiders > 0.2, (runs, outsiders)  # each had a share of a core, however busy the machine
+    assert everyone_else.cores - window.cores == pytest.approx(runs, abs=0.1), (everyone_else.cores, window.cores, runs)
+    assert window.cores >= outsiders - 0.1, (window.cores, outsiders)
 
 
 def test_a_gate_that_freezes_nothing_measures_nothing():

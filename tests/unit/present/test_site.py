@@ -2,7 +2,6 @@
 
 import csv
 import io
-import json
 import math
 import random
 import re

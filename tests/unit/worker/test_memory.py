@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-import harness
 from harness.worker.parent import MALLOC_TUNABLES, REUSED_MEMORY_TUNABLES
 from tests.support import DATA
 
@@ -69,18 +68,3 @@ def test_a_large_output_reuses_the_memory_the_last_one_freed():
     without_bins = both.replace(":glibc.malloc.tcache_count=0:glibc.malloc.mxfast=0", "")
     assert max(faults_per_output({"GLIBC_TUNABLES": both})) < 16
     assert max(faults_per_output({"GLIBC_TUNABLES": without_bins})) >= PAGES_4K // 512
-
-
-def test_the_candidates_worker_runs_with_the_tunables(build_dir, tmp_path):
-    """Seen from inside: a candidate that refuses to load without them loads (the reference's
-    worker is started the same way)."""
-    code = ("import os, torch, torch.nn as nn\n"
-            "tunables = os.environ.get('GLIBC_TUNABLES', '')\n"
-            f"assert set({(MALLOC_TUNABLES + ':' + REUSED_MEMORY_TUNABLES).split(':')!r}) <= set(tunables.split(':')), "
-            "tunables\n"
-            "class ModelNew(nn.Module):\n"
-            "    def forward(self, x):\n"
-            "        return torch.clamp(x, min=0)\n")
-    [result] = harness.evaluate([(code, "tiny_relu")], PROBLEMS, device="cpu", trials=3, timeout_s=20,
-                                build_dir=build_dir, db=tmp_path / "h.db")
-    assert result.status is harness.Status.ok, result.error

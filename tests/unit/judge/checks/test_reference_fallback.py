@@ -1,7 +1,6 @@
 """Computing with PyTorch's own kernels, read in a profile: the reference's operators, their library
 equivalents, library compute of any family, or compute hidden from the profiler."""
 
-import pytest
 
 from harness.judge.checks.reference_fallback import FALLBACK_SHARE, fallback_evidence
 from harness.judge.operators import family_of, op_name

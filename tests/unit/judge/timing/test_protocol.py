@@ -7,9 +7,8 @@ import random
 from harness.cpu.measurement import PROFILED_BATCH
 from harness.judge.timing.measurement import CHECKED_PER_BATCH
 from harness.judge.timing.protocol import BATCH_MS, ShortBatch, Timer
-from harness.worker.protocol import Reply
 
-from tests.fakes import FakeWorker, cpu, gpu, located, plan, ref
+from tests.fakes import FakeWorker, cpu, located, plan, ref
 
 def test_fixed_counts_and_adaptive_limits():
     timed, _ = Timer(cpu(FakeWorker()), plan(fixed=7), random.Random(1)).run(profiled=0)
