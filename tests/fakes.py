@@ -31,10 +31,12 @@ class FakeWorker:
     clock, and where its outputs are (two floats per call: located on the CPU, committed call by
     call on a GPU, each call's in an allocation of its own); remembers the commands, and which it
     was asked for the profile of (`summarized`: the count of timed commands when each profile was
-    asked for), answering those after `summary_s`."""
+    asked for), answering those after `summary_s`. With a `clock` (FakeClock), a call's time passes
+    on it instead of in a sleep: what the parent's clock sees then is exact, however busy the machine."""
 
-    def __init__(self, elapsed_ms=1.0, summary_s=0.0, call_s=0.0):
+    def __init__(self, elapsed_ms=1.0, summary_s=0.0, call_s=0.0, clock=None):
         self.commands, self.elapsed_ms, self.summary_s, self.call_s = [], elapsed_ms, summary_s, call_s
+        self.clock = clock
         self.summarized: list[int] = []
         self.ops: list[str] = []  # every command's op, in order, with the parent's checks ("check")
         self.spoiled: list[list[int]] = []  # each `spoil`'s addresses
@@ -55,11 +57,31 @@ class FakeWorker:
             time.sleep(self.summary_s)
             return Reply(ok=True, profile=Profile(ops=["aten::relu"], elapsed_ms=self.elapsed_ms * self.commands[-1].calls))
         self.commands.append(command)
-        time.sleep(self.call_s * command.calls)
+        if self.clock is not None:
+            self.clock.now += self.call_s * command.calls
+        else:
+            time.sleep(self.call_s * command.calls)
         if command.op == "timed" and command.locate:  # each call's two floats where it left them
             return Reply(ok=True, elapsed_ms=self.elapsed_ms * command.calls, outputs=[located(4096)],
                          addresses=[[4096 * (call + 1)] for call in range(command.calls)])
         return Reply(ok=True, elapsed_ms=self.elapsed_ms * command.calls)
+
+
+class FakeClock:
+    """The parent's clock, moved on only by a FakeWorker's calls (`patch` puts it in `module`)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def patch(self, monkeypatch, module) -> "FakeClock":
+        monkeypatch.setattr(module, "time", self)
+        return self
 
 
 class FakeGate(Pace):

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import torch
 
 from ..judge.device import Device, ReferenceAccess, ReferenceMeasured
-from ..judge.timing.protocol import Timed
+from ..judge.timing.timed import Timed
 from ..records import Observations, SandboxReport
 from ..worker.parent import Worker
 from ..worker.sandbox import SandboxPolicy

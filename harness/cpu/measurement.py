@@ -20,7 +20,7 @@ from typing import ContextManager
 import torch
 
 from ..judge.timing.measurement import Measurement
-from ..judge.timing.protocol import Timed
+from ..judge.timing.timed import Timed
 from ..worker import processes
 from ..worker.pace import Pace
 from ..worker.parent import Worker

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..records import CheckResult, Status, TimingStats
 from ..worker.protocol import HardwareFloor, ParamDigest, Profile
-from .timing.protocol import Timed
+from .timing.timed import Timed
 
 
 class Moment(enum.Enum):

@@ -26,7 +26,7 @@ from .timing.measurement import Measurement
 if TYPE_CHECKING:
     from ..records import Observations, SandboxReport, Verdict
     from ..worker.sandbox import SandboxPolicy
-    from .timing.protocol import Timed
+    from .timing.timed import Timed
 
 T = TypeVar("T")
 

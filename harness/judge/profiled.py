@@ -12,7 +12,7 @@ from .checks.inconsistent_when_profiled import profiled_too_slow
 from .evaluation import Evaluation
 from .provenance import custom_share, kernel_shares, no_custom_kernel_reason
 from .speed import reference_alone, timer
-from .timing.protocol import Timed
+from .timing.timed import Timed
 
 SECOND_LOOK_CALLS = 6  # profiled calls more, when the first ones were slower than the profiler explains
 

@@ -21,7 +21,8 @@ from ..worker.protocol import (MAX_BATCH_CALLS, Command, HardwareFloor, ParamDig
                                WorkerJob)
 from .degenerate import DegenerateCheck
 from .device import Device
-from .timing.protocol import Timed, Timer, TimingPlan
+from .timing.protocol import Timer, TimingPlan
+from .timing.timed import Timed
 from .timing.stats import timing_stats
 
 TRIAL_SEED_OFFSET = 1000  # correctness trials' inputs use seeds apart from the init seed

@@ -24,7 +24,8 @@ from .evaluation import Evaluation
 from .reference import Recalibration, surely_faster
 from .timing.bound import timing_bound, vouched_median
 from .timing.measurement import Measurement
-from .timing.protocol import Call, ShortBatch, Timed, Timer, TimingPlan
+from .timing.protocol import Call, ShortBatch, Timer, TimingPlan
+from .timing.timed import Timed
 from .timing.stats import timing_stats
 
 T = TypeVar("T")  # what reference calls made with the candidate stopped measure

@@ -10,7 +10,7 @@ import statistics
 
 from ...records import Status
 from ..checking import Check, Finding, Moment, Profiled
-from ..timing.protocol import Timed
+from ..timing.timed import Timed
 
 FLAG = "inconsistent_when_profiled"
 HINT = "run the same code whether or not a profiler is attached"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from ...records import TimingBound
-from .protocol import Timed
+from .timed import Timed
 from .stats import lower_quartile, spread_of
 
 SLACK_SPREADS = 4.0  # slack: this many median absolute deviations of the reference's overhead

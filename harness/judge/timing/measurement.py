@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ContextManager
+from typing import ContextManager
 
 import torch
 
 from ...worker.parent import Worker
 from ...worker.protocol import Reply, TensorRef
-
-if TYPE_CHECKING:
-    from .protocol import Timed
+from .timed import Timed
 
 # Calls of a verified batch whose outputs are checked, at most (all of them, in a smaller batch).
 CHECKED_PER_BATCH = 8

@@ -20,15 +20,15 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 
 from ...records import EvalConfig
-from ...worker.protocol import Command, Profile, Reply, TensorRef
+from ...worker.protocol import Command, Reply, TensorRef
 from .measurement import Measurement
 from .stats import converged
+from .timed import Timed
 
 # The chance that a one-call command's outputs are checked, in the first EARLY_CALLS commands and
 # after them (a batch is always verified, see `_run`).
@@ -88,33 +88,6 @@ class TimingPlan(BaseModel):
     def of(cls, config: EvalConfig) -> TimingPlan:
         return cls(warmup=config.warmup, fixed=config.trials, min_trials=config.min_trials,
                    max_trials=config.max_trials, budget_s=config.time_budget_s)
-
-
-@dataclass
-class Timed:
-    """What a timing phase produced: per unprofiled call the worker's time and the parent's."""
-
-    reported_ms: list[float] = field(default_factory=list)
-    wall_ms: list[float] = field(default_factory=list)  # the command, and its outputs' hand-over where timed apart
-    commit_ms: list[float] = field(default_factory=list)  # the hand-over alone (a GPU's commit)
-    profiles: list[Profile] = field(default_factory=list)
-    profiled_wall_ms: list[float] = field(default_factory=list)  # the parent's clock around the profiled calls
-    stopped: str = "max_trials"
-    threads_alive: int = 0
-    batch: int = 1  # calls per timed command: each time above is per call, the command's over this
-    profiled_most: int = 1  # calls per profiled command, at most
-    others_cores: float | None = None  # cores processes outside the run kept busy meanwhile, where measured
-    gathered: Any = None  # what the device's measurement gathered besides (on the CPU, its sampling)
-
-    @property
-    def profiled_batch(self) -> int:
-        """Calls per profiled command."""
-        return min(self.batch, self.profiled_most)
-
-    @property
-    def overhead_ms(self) -> list[float]:
-        """Per call, what the parent saw beyond what the worker reported."""
-        return [w - r for w, r in zip(self.wall_ms, self.reported_ms)]
 
 
 class Timer:

@@ -12,7 +12,8 @@ import pytest
 
 from harness.cpu import sampling
 from harness.cpu.measurement import ENOUGH_SAMPLES, SAMPLED_COMMANDS, SAMPLING_MOST_S, SPARSE_MOST_S, sampled_of
-from harness.judge.timing.protocol import Timed, Timer
+from harness.judge.timing.protocol import Timer
+from harness.judge.timing.timed import Timed
 
 from tests.fakes import FakeWorker, cpu, plan
 

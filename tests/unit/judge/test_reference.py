@@ -9,7 +9,7 @@ from harness.cpu.device import Cpu
 from harness.judge import gpu, reference
 from harness.judge.gpu import Gpu
 from harness.judge.reference import ReferenceRunner, needs_second_look, surely_faster
-from harness.judge.timing.protocol import Timed
+from harness.judge.timing.timed import Timed
 from harness.judge.timing.stats import timing_stats
 from harness.records import EvalConfig, TimingStats
 

@@ -6,7 +6,6 @@ a timing the clock contradicts measured once more."""
 import contextlib
 import os
 import random
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -19,10 +18,12 @@ from harness.judge.gpu import IDLE_WAIT_S, Gpu
 from harness.judge.profiled import _profiled_slowdown
 from harness.judge.reference import Recalibration
 from harness.judge.speed import copied, time_candidate
-from harness.judge.timing.protocol import Timed
+from harness.judge.timing import protocol
 from harness.judge.timing.stats import timing_stats
+from harness.judge.timing.timed import Timed
 from harness.records import EvalConfig, Observations, Status, Verdict
 from harness.worker.protocol import Profile, Reply
+from tests.fakes import FakeClock
 
 
 class Stop(Exception):
@@ -135,9 +136,9 @@ class Quickening(Recording):
     reference's first recalibration (10 us a call, short of the bound) and quicker still (no
     time at all) after the second; the phase stops at its first command of `stop_at` calls."""
 
-    def __init__(self, events: list, stop_at: int):
+    def __init__(self, events: list, stop_at: int, clock: FakeClock):
         super().__init__("candidate", events, warm_ms=1e-6)  # it says its calls take a nanosecond
-        self.stop_at = stop_at
+        self.stop_at, self.clock = stop_at, clock
 
     def request(self, command, phase):
         if command.op == "profile":
@@ -148,7 +149,7 @@ class Quickening(Recording):
         if command.calls == self.stop_at:
             raise Stop
         recalibrations = sum(e[1].startswith("recalibrate") for e in self.events)
-        time.sleep((0.0005, 0.00001, 0.0)[min(recalibrations, 2)] * command.calls)
+        self.clock.now += (0.0005, 0.00001, 0.0)[min(recalibrations, 2)] * command.calls
         return Reply(ok=True, elapsed_ms=1e-6 * command.calls, outputs=[])
 
 
@@ -156,7 +157,7 @@ def test_batches_that_run_short_of_the_bound_are_timed_again_larger_then_at_the_
     """Quicker in its timed calls than while its batch was sized: timed again at the batch its short
     command implies (reference recalibrated at it first); short again, at the cap."""
     events: list = []
-    ev = timing_phase("cpu", events, Quickening(events, stop_at=4096))
+    ev = timing_phase("cpu", events, Quickening(events, stop_at=4096, clock=FakeClock().patch(monkeypatch, protocol)))
     # A cap above the protocol's (MAX_BATCH_CALLS), so that the batch its first short command
     # implies (about 1,600 calls) stays below it.
     ev.reference.measured.batch, ev.reference.measured.batch_cap = 64, 4096

@@ -3,7 +3,7 @@
 from harness.cpu.device import Cpu
 from harness.judge.checks.inconsistent_when_profiled import profiled_too_slow
 from harness.judge.gpu import Gpu
-from harness.judge.timing.protocol import Timed
+from harness.judge.timing.timed import Timed
 from harness.worker.protocol import Profile
 
 

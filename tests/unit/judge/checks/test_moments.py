@@ -6,7 +6,7 @@ from harness.judge.checking import Loaded, ProfileSeen, Shapes, TimedInputs, Tim
 from harness.judge.checks import (degenerate_problem, faster_than_hardware, init_differs, input_insensitive,
                                   input_mutation, no_custom_kernel, shape_specialized, threads_left_running,
                                   timing_disagrees)
-from harness.judge.timing.protocol import Timed
+from harness.judge.timing.timed import Timed
 from harness.judge.timing.stats import timing_stats
 from harness.records import Status
 from harness.worker.protocol import HardwareFloor, ParamDigest

@@ -9,7 +9,7 @@ from harness.cpu.device import Cpu
 from harness.judge.gpu import Gpu
 from harness.judge.timing.bound import timing_bound as bound_on
 from harness.judge.timing.bound import vouched_median
-from harness.judge.timing.protocol import Timed
+from harness.judge.timing.timed import Timed
 from harness.records import TimingBound
 
 

@@ -6,9 +6,10 @@ import random
 
 from harness.cpu.measurement import PROFILED_BATCH
 from harness.judge.timing.measurement import CHECKED_PER_BATCH
+from harness.judge.timing import protocol
 from harness.judge.timing.protocol import BATCH_MS, ShortBatch, Timer
 
-from tests.fakes import FakeWorker, cpu, located, plan, ref
+from tests.fakes import FakeClock, FakeWorker, cpu, located, plan, ref
 
 def test_fixed_counts_and_adaptive_limits():
     timed, _ = Timer(cpu(FakeWorker()), plan(fixed=7), random.Random(1)).run(profiled=0)
@@ -148,13 +149,14 @@ def test_a_verified_batch_has_some_of_its_calls_checked_each_against_its_own_see
     assert small and all(len(calls) == 3 for calls in small)  # a smaller batch is checked whole
 
 
-def test_a_batch_is_sized_by_the_parents_clock_to_take_about_the_batch_time():
-    worker = FakeWorker(elapsed_ms=1e-6, call_s=0.0005)  # it says 1 ns a call; each takes half a millisecond
+def test_a_batch_is_sized_by_the_parents_clock_to_take_about_the_batch_time(monkeypatch):
+    clock = FakeClock().patch(monkeypatch, protocol)
+    worker = FakeWorker(elapsed_ms=1e-6, call_s=0.0005, clock=clock)  # it says 1 ns a call; each takes half a millisecond
     timer = Timer(cpu(worker), plan(), random.Random(8), cap=1000)
     assert timer.size_batch(warm_ms=1e-6).ok
-    assert 0.5 * BATCH_MS / 0.5 <= timer.batch <= BATCH_MS / 0.5  # its lie only made the batch larger
-    assert [c.calls for c in worker.commands] == [1, 8, 64][:len(worker.commands)]
-    capped = Timer(cpu(FakeWorker(call_s=0.0005)), plan(), random.Random(8), cap=16)
+    assert timer.batch == BATCH_MS / 0.5  # its lie only made the batch larger
+    assert [c.calls for c in worker.commands] == [1, 8, 64]
+    capped = Timer(cpu(FakeWorker(call_s=0.0005, clock=clock)), plan(), random.Random(8), cap=16)
     capped.size_batch(warm_ms=None)
     assert capped.batch == 16
     slow = FakeWorker()
