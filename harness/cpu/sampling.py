@@ -44,7 +44,7 @@ RING_PAGES = 64  # a power of two: 256 KiB a CPU, 16,384 samples (16 bytes each)
 
 # Sampling period, in nanoseconds of a thread's CPU time: a call of 0.1 ms in the library gets two.
 # A sample costs the worker about 10 us on the 2-core VM (a timer interrupt in a VM), so sampled
-# calls are slower and their times are not used (judge/timer.py).
+# calls are slower and their times are not used (measurement.py).
 PERIOD_NS = 50_000
 # The kernel throttles an event that fires more than perf_event_max_sample_rate / HZ times in a
 # tick until the next one, and lowers that rate itself where its interrupts run long (a VM's): at
@@ -52,15 +52,15 @@ PERIOD_NS = 50_000
 # call came out at 0.07 ms instead of 0.29. A period of twice the rate's interval fires at most half
 # that often, whatever HZ is (a rate lowered while a timing is sampled: `Sampler.watching`).
 MAX_SAMPLE_RATE = "/proc/sys/kernel/perf_event_max_sample_rate"
-# Beyond this period a timing's sampled commands (judge/timer.py) take too few samples to tell: at
+# Beyond this period a timing's sampled commands (measurement.py) take too few samples to tell: at
 # 1,000 a second (2 ms) a second of a 0.2 ms softmax reference gave 113 library samples, where the
-# rule in judge/integrity.py wants 64.
+# hidden-library check (checks/hidden_library.py) wants 64.
 LONGEST_PERIOD_NS = 2_000_000
 # Files left free for the harness's other threads while a sampler holds its events (a build, the
 # watchdog reading /proc, a worker's pipes).
 RESERVED_FILES = 256
 # A period too long for the worker to notice, at which every recorded timed command is sampled
-# (judge/timer.py): at PERIOD_NS a sample cost about 18 us on the 2-core VM, so sampled calls ran
+# (measurement.py): at PERIOD_NS a sample cost about 18 us on the 2-core VM, so sampled calls ran
 # 1.15x to 2.2x as long (0.2 ms of Python 1.29x-1.83x, a softmax on two threads 1.15x-1.89x), which
 # a candidate timing a probe of its own tells apart, to do its own work only when watched closely
 # (e2e test). Here a sample costs it 0.9% of its CPU time there, one call in 13 of 0.15 ms gets 18
@@ -187,7 +187,7 @@ class Sampler:
         """One event per thread and CPU, as files of this process: only where they leave
         RESERVED_FILES free, its soft limit on open files raised to the hard one where that makes
         room. A candidate's 600 idle threads on two CPUs had put its calls out of sight behind the
-        usual soft limit of 1,024 (where the reference's sampling would convict, judge/candidate.py
+        usual soft limit of 1,024 (where the reference's sampling would convict, checks/unsampled.py
         skips such a candidate); and events opened until none were left could make the harness's
         other threads fail to open files meanwhile."""
         pids = self.pids()
@@ -242,7 +242,7 @@ class Sampler:
         """Samples kept so far, in the blocks watched, outside the thread pools' runtimes: where a
         busy host keeps one of a parallel loop's threads off its core, the others' samples are of
         waiting for it, and say nothing of the work (a reference's library samples had come out
-        too few for the rule in judge/integrity.py, its samples enough in all)."""
+        too few for the hidden-library check, its samples enough in all)."""
         return self._ips.total() - self._waiting
 
     def _in_runtime(self, ips: list[int]) -> int:

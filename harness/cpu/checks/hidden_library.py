@@ -12,7 +12,7 @@ from ..measurement import sampled_of
 from ..sampling import SAMPLES_TO_TELL, CpuSamples
 
 # CPU time the worker's threads spent in PyTorch's or a numeric library's compute code, sampled from
-# outside (worker/sampling.py), beyond what its recorded operators explain: at this share of the
+# outside (cpu/sampling.py), beyond what its recorded operators explain: at this share of the
 # reference's own time there, and of the candidate's, the library did the reference's work out of
 # the profiler's sight. Of the candidate's too: an honest relu of three recorded operators spends
 # three times the reference's library time, all of it explained within noise, and a share of the
@@ -25,7 +25,7 @@ HIDDEN_LIBRARY_SHARE = 0.5
 MIN_LIBRARY_MS, MIN_LIBRARY_SAMPLES = 0.1, 64
 # The reference is timed until its calls sampled sparsely hold MIN_LIBRARY_SAMPLES of MIN_LIBRARY_MS a
 # call, or REFERENCE_SPARSE_SAMPLES in all (a tenth of them in library code is MIN_LIBRARY_SAMPLES;
-# judge/timer.py): a candidate's sparse samples are held to its sparse ones, taken alike
+# cpu/measurement.py): a candidate's sparse samples are held to its sparse ones, taken alike
 # (sampled closely, a call's library time came out 1.5 times as long: a sample's interrupt costs
 # the thread CPU time where it lands).
 REFERENCE_LIBRARY_TO_TELL_MS = MIN_LIBRARY_MS * SAMPLES_TO_TELL / MIN_LIBRARY_SAMPLES

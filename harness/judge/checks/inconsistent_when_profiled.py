@@ -1,7 +1,7 @@
 """Different when watched (`inconsistent_when_profiled`): a candidate that runs other code when the
 profiler is on (its own kernel when watched, a library call otherwise) is slower on the profiled
 calls than the profiler's own cost explains, as the parent's clock sees them. Slow ones get a
-second look first (judge/candidate.py): a busy moment slows a call or two, a candidate that runs
+second look first (judge/profiled.py): a busy moment slows a call or two, a candidate that runs
 other code when watched is slow on every one."""
 
 from __future__ import annotations
