@@ -9,6 +9,7 @@ import collections
 import contextlib
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import ContextManager
 
 from ..builds.cache import BuildCache, BuildOutcome
@@ -99,9 +100,10 @@ class Lane:
             self.reference.close()
             self.reference = None
 
-    def judge(self, problem: Problem, candidate: Candidate, outcome: BuildOutcome | None,
+    def judge(self, problem: Problem, candidate: Candidate, key_dir: Path, outcome: BuildOutcome | None,
               running: Callable[[], ContextManager] = contextlib.nullcontext, later_of_problem: bool = True) -> Result:
-        """The candidate's Result. Its code runs inside `running()`. A reference that cannot start
+        """The candidate's Result, its builds in `key_dir` (its code's in the build cache). Its code
+        runs inside `running()`. A reference that cannot start
         skips the problem's candidates; one that dies while a candidate runs is that candidate's
         crash, and is started afresh for the next. `later_of_problem`: whether candidates of the
         same problem may follow (the reference then keeps its expected outputs for them)."""
@@ -113,9 +115,8 @@ class Lane:
         if problem.id in self.reference_failures:
             verdict = verdicts.reference_failed(self.reference_failures[problem.id])
             return verdicts.result(subject, verdict, Observations(gpu=self.placement.gpu))
-        run = CandidateRun(problem, candidate, self.config, self.device, self.cache.key_dir(candidate.code_hash),
-                           self.reference, self.run_id, self.placement, outcome, self._worker(), later_of_problem,
-                           self.fused)
+        run = CandidateRun(problem, candidate, self.config, self.device, key_dir, self.reference, self.run_id,
+                           self.placement, outcome, self._worker(), later_of_problem, self.fused)
         try:
             with running():
                 result = run.run()

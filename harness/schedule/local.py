@@ -302,7 +302,8 @@ class Pipeline:
                   plan.resources.build_cpus, plan.resources.spares) as judge:
             while (item := self._next(lane, judge)) is not None:
                 candidate, outcome = item
-                result = judge.judge(plan.problems[candidate.problem_id], candidate, outcome,
+                key_dir = plan.cache.key_dir(candidate.code_hash)
+                result = judge.judge(plan.problems[candidate.problem_id], candidate, key_dir, outcome,
                                      lambda: self.active.running(candidate.rel_path),
                                      later_of_problem=self._ready.more_of(candidate.problem_id))
                 self._emit(result, candidate)

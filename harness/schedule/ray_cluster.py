@@ -48,7 +48,8 @@ def evaluate_task(problem: Problem, batch: list[tuple[Candidate, BuildOutcome | 
         compile_parent_kernels_into(cache.parent_triton)  # a Ray worker's process, not the driver's
     placement = Placement(gpu=gpu, gpu_node=None if gpu is None else gpu_device_node(gpu), env=env, sandbox=sandbox)
     with Lane(config, run_id, placement, cache, {}) as lane:
-        return [lane.judge(problem, candidate, outcome, later_of_problem=index < len(batch) - 1)
+        return [lane.judge(problem, candidate, cache.key_dir(candidate.code_hash), outcome,
+                           later_of_problem=index < len(batch) - 1)
                 for index, (candidate, outcome) in enumerate(batch)]
 
 

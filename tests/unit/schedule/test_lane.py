@@ -158,13 +158,13 @@ def test_a_harness_error_while_judging_is_that_candidates_crash_and_the_lane_goe
                           code="pass", code_hash="c")
     with make_lane(tmp_path, "cpu", {}) as lane:
         for _ in range(MAX_HARNESS_FAILURES - 1):  # and again: the lane goes on, with a reference started afresh
-            result = lane.judge(problem("relu"), candidate, None)
+            result = lane.judge(problem("relu"), candidate, tmp_path / "key", None)
             assert result.status is Status.crash and "\n" not in result.error
             assert "harness bug" in result.error and "Operation not permitted" in result.error
             assert any("PermissionError" in line for line in result.evidence)
         assert fake_references.closed == ["relu"] * (MAX_HARNESS_FAILURES - 1)
         with pytest.raises(PermissionError):  # one after another, every time: the harness cannot go on
-            lane.judge(problem("relu"), candidate, None)
+            lane.judge(problem("relu"), candidate, tmp_path / "key", None)
 
 
 def test_a_sandbox_that_cannot_be_applied_still_stops_the_run(tmp_path, fake_references, monkeypatch):
@@ -175,4 +175,4 @@ def test_a_sandbox_that_cannot_be_applied_still_stops_the_run(tmp_path, fake_ref
     candidate = Candidate(path=str(tmp_path / "c.py"), rel_path="relu/c.py", problem_id="relu", source_hash="s",
                           code="pass", code_hash="c")
     with make_lane(tmp_path, "cpu", {}) as lane, pytest.raises(ConfinementFailed):
-        lane.judge(problem("relu"), candidate, None)
+        lane.judge(problem("relu"), candidate, tmp_path / "key", None)
