@@ -6,7 +6,7 @@ processes stopped, how much memory there is to keep outputs in, and the few numb
 (the clock's least slack, the profiler's cost). The GPU's is judge/gpu.py. The CPU's, with the
 integrity machinery only a CPU run needs (sampling the worker's threads from outside, feeding its
 inputs, spoiling its outputs, quiet windows), is harness/cpu/, which nothing device-neutral
-imports: a run picks its device once (harness/devices.py)."""
+imports: a run picks its device once (schedule/devices.py)."""
 
 from __future__ import annotations
 
