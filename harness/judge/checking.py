@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..records import CheckResult, Status, TimingStats
+from ..records import CheckResult, Phase, Status, TimingStats
 from ..worker.protocol import HardwareFloor, ParamDigest, Profile
 from .timing.timed import Timed
 
@@ -28,6 +28,7 @@ class Moment(enum.Enum):
     """Where in an evaluation a check looks, in the order an evaluation reaches them."""
 
     loaded = "loaded"  # the candidate's model built (`Loaded`)
+    replied = "replied"  # a trial's reply came, before its outputs are read (`Replied`; at other sizes too)
     trial = "trial"  # one correctness trial compared (`Trial`)
     trials = "trials"  # every correctness trial passed (`Trials`)
     timed_inputs = "timed_inputs"  # a checked timed call's fed inputs read back (`TimedInputs`)
@@ -41,12 +42,14 @@ class Moment(enum.Enum):
 @dataclass(frozen=True)
 class Finding:
     """What a check found: its flag, the evidence, and, where it decides the verdict, the status
-    and the verdict's one line. A finding with no status is a flag on whatever verdict comes."""
+    and the verdict's one line (and the phase it is decided in, where that is not the one the
+    evaluation is in). A finding with no status is a flag on whatever verdict comes."""
 
     flag: str | None
     evidence: list[str] = field(default_factory=list)
     status: Status | None = None
     error: str | None = None
+    phase: Phase | None = None
 
 
 @dataclass(frozen=True)
@@ -72,10 +75,14 @@ class Loaded:
 
 
 @dataclass(frozen=True)
+class Replied:
+    threads_alive: int  # threads of the candidate's still running after the reply
+
+
+@dataclass(frozen=True)
 class Trial:
     number: int  # from 1
     changed_inputs: list[int]  # positions of the inputs forward changed
-    threads_alive: int  # threads of the candidate's still running after the reply
 
 
 @dataclass(frozen=True)
@@ -136,7 +143,6 @@ class Shapes:
     sizes: str  # the other sizes, described
     problem: str | None  # what went wrong there (None: correct)
     strict: bool  # --strict-shapes
-    threads_alive: int = 0
 
 
 def checks_in(package: str) -> list[Check]:

@@ -11,7 +11,7 @@ from ..records import CheckResult, Verdict
 from ..worker.parent import WorkerStopped
 from ..worker.protocol import Command
 from . import verdicts
-from .checking import Moment, Shapes, Trial, Trials
+from .checking import Moment, Replied, Shapes, Trial, Trials
 from .checks.init_differs import FLAG as INIT_DIFFERS
 from .checks.input_insensitive import fingerprint
 from .checks.input_mutation import mutated_inputs
@@ -26,7 +26,7 @@ def finite_or_none(value: float) -> float | None:
 
 def trial(ev: Evaluation, seed: int, sizes: dict[str, int] | None, phase: str):
     """(the candidate's failed reply's verdict, None) or (None, (comparison, changed inputs, the
-    reference's output fingerprint, the candidate's, threads left running)): the reference's
+    reference's output fingerprint, the candidate's)): the reference's
     outputs (kept for every candidate), then the candidate's, compared in place. Where the device
     has them beside each other (a CPU run) the candidate starts first and the reference computes
     meanwhile (half the wall time on two cores; not a timed call); on a GPU they would share the
@@ -42,6 +42,7 @@ def trial(ev: Evaluation, seed: int, sizes: dict[str, int] | None, phase: str):
         verdict = ev.verdict_of(reply)
         if verdict:
             return verdict, None
+        ev.decide(Moment.replied, Replied(reply.threads_alive))
         with worker.reading(reply.outputs, phase) as actual, worker.reading(reply.inputs, phase) as actual_inputs:
             # Outputs of another shape are a mismatch already; a fingerprint would read all of them
             # (a stride-0 view of 2**44 elements is a few bytes to describe, terabytes to read).
@@ -49,7 +50,7 @@ def trial(ev: Evaluation, seed: int, sizes: dict[str, int] | None, phase: str):
             comparison = compare_forms(ev.reference.output_form, reply.form, len(actual)) or \
                 compare_outputs(expected, actual, ev.tolerance, ev.fused)
             return None, (comparison, mutated_inputs(expected_inputs, actual_inputs), fingerprint(expected),
-                          fingerprint(actual) if shaped else None, reply.threads_alive)
+                          fingerprint(actual) if shaped else None)
 
 
 def check_trials(ev: Evaluation) -> Verdict | None:
@@ -60,12 +61,12 @@ def check_trials(ev: Evaluation) -> Verdict | None:
         verdict, found = trial(ev, seed, None, "correctness")
         if verdict:
             return verdict
-        comparison, changed, reference, own, threads = found
+        comparison, changed, reference, own = found
         references.append(reference)
         fingerprints.append(own)
         if not changed:
             _worst_error(ev, comparison)
-        verdict = ev.decide(Moment.trial, Trial(number, changed, threads)) or \
+        verdict = ev.decide(Moment.trial, Trial(number, changed)) or \
             verdicts.of_trial(comparison, number, trials, INIT_DIFFERS in ev.observed.flags, ev.tolerance.atol)
         if verdict:
             return verdict
@@ -85,15 +86,13 @@ def check_other_shapes(ev: Evaluation) -> Verdict | None:
     """Correct at the official shape only: flagged, or a mismatch under --strict-shapes. The first
     size it fails at is the one told."""
     for sizes in ev.reference.measured.alt_sizes:
-        threads = 0
         try:
             verdict, found = trial(ev, ev.config.seed + TRIAL_SEED_OFFSET, sizes, "shapes")
             problem = verdict.error if verdict else None if found[0].passed else found[0].reason
-            threads = found[4] if found else 0
         except WorkerStopped as stopped:
             problem = stopped.stop.error
         what = ", ".join(f"{k}={v}" for k, v in sizes.items())
-        verdict = ev.decide(Moment.shapes, Shapes(what, problem, ev.config.strict_shapes, threads))
+        verdict = ev.decide(Moment.shapes, Shapes(what, problem, ev.config.strict_shapes))
         if problem is not None:
             return verdict
     return None

@@ -176,7 +176,7 @@ def of_findings(findings: list[Finding]) -> Verdict | None:
         if found.flag == first.flag and found.status is first.status:
             evidence += [line for line in found.evidence if line not in evidence]
     flags = [first.flag] if first.status is Status.rejected and first.flag else []
-    return Verdict(status=first.status, error=first.error, flags=flags, evidence=evidence)
+    return Verdict(status=first.status, error=first.error, flags=flags, evidence=evidence, phase=first.phase)
 
 
 def _rejected(flag: str, error: str) -> Verdict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ...judge.checking import Check, Finding, Moment, ProfileSeen
-from ...records import Status
+from ...records import Phase, Status
 from ..measurement import sampled_of
 from ..sampling import CpuSamples
 from .hidden_library import library_to_tell_ms
@@ -33,7 +33,7 @@ def look(seen: ProfileSeen) -> Finding | None:
         return None
     return Finding(None, [], Status.skipped,
                    "not judged: its threads could not be sampled from outside where the reference's were, so library "
-                   f"work hidden from the profiler would have gone unseen: {untold}")
+                   f"work hidden from the profiler would have gone unseen: {untold}", Phase.timing)
 
 
 CHECKS = [Check("unsampled", None, Moment.profile, look, order=30)]

@@ -53,7 +53,7 @@ def test_a_new_check_is_found_from_its_module_alone(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "more_checks", raising=False)
     found = checks_in("more_checks")
     assert [c.name for c in found] == ["odd_trial"]
-    findings = look(found, Moment.trial, Trial(number=3, changed_inputs=[], threads_alive=0))
+    findings = look(found, Moment.trial, Trial(number=3, changed_inputs=[]))
     verdict = verdicts.of_findings(findings)
     assert verdict.status is Status.rejected and verdict.flags == ["odd_trial"] and verdict.error == "an odd trial"
     assert look(found, Moment.trials, Trials([], [], [])) == []  # another moment: not asked

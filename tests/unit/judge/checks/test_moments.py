@@ -2,7 +2,7 @@
 problem's own degeneracy, parameters initialised otherwise, threads left running, a median below
 the hardware's floor, the clock's disagreement, no kernel of its own, and other sizes."""
 
-from harness.judge.checking import Loaded, ProfileSeen, Shapes, TimedInputs, Timing, Trial, Trials
+from harness.judge.checking import Loaded, ProfileSeen, Replied, Shapes, TimedInputs, Timing, Trial, Trials
 from harness.judge.checks import (degenerate_problem, faster_than_hardware, init_differs, input_insensitive,
                                   input_mutation, no_custom_kernel, shape_specialized, threads_left_running,
                                   timing_disagrees)
@@ -28,11 +28,11 @@ def test_an_output_that_ignores_its_input_is_rejected_only_where_the_reference_d
 
 
 def test_a_changed_input_rejects_on_a_trial_and_on_a_checked_timed_call():
-    on_trial = input_mutation.on_trial(Trial(2, [1], 0))
+    on_trial = input_mutation.on_trial(Trial(2, [1]))
     assert on_trial.status is Status.rejected and "[1]" in on_trial.error
     timed = input_mutation.on_timed_call(TimedInputs(3, [0]))
     assert "checked timed call 3" in timed.error
-    assert input_mutation.on_trial(Trial(2, [], 0)) is None
+    assert input_mutation.on_trial(Trial(2, [])) is None
 
 
 def test_a_degenerate_problem_is_a_flag_with_what_makes_it_so():
@@ -49,10 +49,9 @@ def test_parameters_that_differ_after_the_same_seed_are_flagged_only_in_the_same
 
 
 def test_threads_left_running_are_flagged_wherever_a_reply_says_so():
-    assert threads_left_running.look(Trial(1, [], 2)).flag == "threads_left_running"
+    assert threads_left_running.look(Replied(2)).flag == "threads_left_running"
     assert threads_left_running.look(timing(threads=1)).flag == "threads_left_running"
-    assert threads_left_running.look(Shapes("n=3", None, False, 1)).flag == "threads_left_running"
-    assert threads_left_running.look(Trial(1, [], 0)) is None
+    assert threads_left_running.look(Replied(0)) is None
 
 
 def test_a_median_below_half_the_hardware_floor_is_rejected():
