@@ -2,8 +2,12 @@
 
 import pytest
 
-from harness.cpu.checks.hidden_library import hidden_library_evidence, library_to_tell_ms
+from harness.cpu.checks.hidden_library import hidden_library_evidence, library_to_tell_ms, look, untold_hidden_library
+from harness.cpu.measurement import Sampled
 from harness.cpu.sampling import CpuSamples
+from harness.judge.checking import ProfileSeen
+from harness.judge.timing.timed import Timed
+from harness.records import Phase, Status
 from harness.worker.protocol import Profile
 
 
@@ -62,3 +66,37 @@ def test_a_reference_with_little_library_time_says_nothing_about_hidden_work():
     few = sampled(library=40, calls=4)  # 0.5 ms a call, in 40 samples
     assert hidden_library_evidence(sampled(library=40, calls=4), [Profile(ops=[])], few) == []
     assert hidden_library_evidence(None, [Profile(ops=[])], sampled(library=1344, calls=224)) == []
+
+
+def test_library_time_that_would_convict_in_too_few_calls_to_tell_leaves_the_candidate_unjudged():
+    """A busy host cuts the calls a timing may make: time that would convict, in too few of them to
+    tell it from none, is not judged rather than passed; a handful of samples says nothing, and
+    where the calls tell it, it convicts."""
+    reference = sampled(library=1344, calls=224)  # 0.3 ms a call
+    few_calls = CpuSamples(period_ms=2.0, samples=200, library=10, calls=80, cores=2)  # 0.25 ms a call, 80 calls
+    assert hidden_library_evidence(few_calls, [Profile(ops=[])], reference) == []
+    assert "too few to tell it from none" in untold_hidden_library(few_calls, [Profile(ops=[])], reference)
+    handful = CpuSamples(period_ms=2.0, samples=200, library=3, calls=24, cores=2)  # 0.25 ms a call, 3 samples
+    assert untold_hidden_library(handful, [Profile(ops=[])], reference) is None
+    told = CpuSamples(period_ms=2.0, samples=2000, library=125, calls=1000, cores=2)
+    assert hidden_library_evidence(told, [Profile(ops=[])], reference) and \
+        untold_hidden_library(told, [Profile(ops=[])], reference) is None
+    honest = CpuSamples(period_ms=2.0, samples=200, library=1, calls=80, cores=2)
+    assert untold_hidden_library(honest, [Profile(ops=[])], reference) is None
+
+
+def test_the_check_convicts_first_and_leaves_the_untold_unjudged_at_its_timing():
+    reference = sampled(library=1344, calls=224)
+    few_calls = CpuSamples(period_ms=2.0, samples=200, library=10, calls=80, cores=2)
+
+    def seen(close, sparse) -> ProfileSeen:
+        return ProfileSeen(code="", own_code=True, profiles=[], median_ms=1.0, reference_profile=None,
+                           reference_median_ms=1.0, degenerate=False, output_elements=1, no_custom_kernel=None,
+                           timed=Timed(gathered=Sampled(close, sparse, None, 2, 10.0)),
+                           reference_timed=Timed(gathered=Sampled(reference, reference, None, 2, 10.0)))
+
+    untold = look(seen(None, few_calls))
+    assert untold.status is Status.skipped and untold.phase is Phase.timing and "not judged" in untold.error
+    convicted = look(seen(sampled(library=472, calls=64), few_calls))
+    assert convicted.status is Status.rejected and convicted.flag == "reference_fallback"
+    assert look(seen(None, None)) is None
