@@ -4,7 +4,6 @@ FIFOs, modes, depth)."""
 
 import os
 
-
 from harness.worker.processes import copy_tree, remove_tree
 
 
@@ -89,18 +88,6 @@ def test_a_tree_nested_past_the_recursion_limit_is_removed_and_no_link_followed(
     remove_tree(scratch)
     assert not os.path.lexists(scratch)
     assert (decoy / "kept").read_text() == "x"
-
-
-TRITON_LIKE = '''
-import os
-import pathlib
-
-compiled = pathlib.Path(os.environ["TRITON_CACHE_DIR"]) / "0f1e" / "softmax_kernel.cubin"
-if compiled.exists():  # as Triton finds a kernel it compiled before
-    raise RuntimeError("found " + compiled.read_text())
-compiled.parent.mkdir(parents=True, exist_ok=True)
-compiled.write_text("compiled once")
-'''
 
 
 def test_a_copy_keeps_to_its_byte_budget_whatever_the_files_claim_on_disk(tmp_path):
