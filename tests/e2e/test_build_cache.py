@@ -5,7 +5,6 @@ stuck on a lock a killed build left."""
 import json
 import subprocess
 import sys
-import threading
 import time
 
 import pytest

@@ -1,7 +1,6 @@
 """The Python API: in-memory answers judged through the eval pipeline, warm between
 submissions, from several threads, with every worker gone once the Evaluator is closed."""
 
-import concurrent.futures
 import hashlib
 import os
 import threading
