@@ -391,9 +391,8 @@ class Subject(BaseModel):
                    problem_hash=problem.source_hash if problem else None)
 
 
-class Result(Measured):
-    """One line of results.jsonl (docs: README, "What a result means"): which candidate, its
-    verdict with the reason and the flags, and what evaluating it measured."""
+class Heading(BaseModel):
+    """The start of a result's line: which candidate, and its verdict with the reason and the flags."""
 
     schema_version: int = RESULT_SCHEMA_VERSION
     run_id: str
@@ -411,6 +410,14 @@ class Result(Measured):
     candidate_hash: str
     code_hash: str | None = None
     problem_hash: str | None = None
+
+
+# Heading listed last so that its fields come first in each line (pydantic orders a model's
+# fields from its last base to its first): a reader of results.jsonl sees the verdict first.
+class Result(Measured, Heading):
+    """One line of results.jsonl (docs: README, "What a result means"): its heading, what
+    evaluating the candidate measured, and the evidence for the verdict."""
+
     evidence: list[str] = Field(default_factory=list)  # compiler lines, traceback tail, signal
     compiler_diagnostics: list[CompilerDiagnostic] = Field(default_factory=list)
     diagnosis: Diagnosis | None = None

@@ -1,5 +1,6 @@
 """The SQLite store: results committed as they come, schema versions migrate, runs resume."""
 
+import json
 import sqlite3
 
 import pytest
@@ -94,3 +95,12 @@ def test_results_file_appends_then_rewrites_whole(tmp_path):
     results.rewrite([make("a"), make("b")])  # the end of a run rewrites it from the database
     lines = results.path.read_text().splitlines()
     assert [Result.model_validate_json(line).candidate for line in lines] == ["a", "b"]
+
+
+def test_a_results_line_opens_with_its_candidate_and_verdict(tmp_path):
+    """Whoever reads results.jsonl by eye meets which candidate, its verdict and why first."""
+    results = ResultsFile(tmp_path)
+    results.append(make("a", status=Status.mismatch).model_copy(update={"error": "output 0 differs", "max_abs_err": 1.0}))
+    keys = list(json.loads(results.path.read_text()))
+    assert keys[:10] == ["schema_version", "run_id", "problem", "candidate", "status", "speedup",
+                         "speedup_default_math", "flags", "error", "phase"]
