@@ -2,6 +2,7 @@
 events): which commands are sampled, closely and sparsely, and how long a timing goes on for its
 samples."""
 
+import os
 import random
 import re
 import subprocess
@@ -18,11 +19,20 @@ from harness.judge.timing.timed import Timed
 from tests.fakes import FakeWorker, cpu, plan
 
 class SampledWorker(FakeWorker):
-    """A FakeWorker whose process, sampled from outside, is `pid`."""
+    """A FakeWorker whose process, sampled from outside, is `pid`; `cpu_s`: the CPU time that
+    process was given during the timing (on a busy host, less than the timing's wall time)."""
 
     def __init__(self, pid, call_s=0.0):
         super().__init__(call_s=call_s)
         self.worker_pid = pid
+        self.cpu_s = 0.0
+
+
+def cpu_s_of(pid: int) -> float:
+    """The CPU time a live process has used so far (user and system)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def sampled_timing(child_code: str, call_s: float, budget_s: float = 10.0, **sampling_args) -> tuple[Timed, SampledWorker]:
@@ -34,7 +44,9 @@ def sampled_timing(child_code: str, call_s: float, budget_s: float = 10.0, **sam
         worker = SampledWorker(child.pid, call_s)
         timer = Timer(cpu(worker, **{"sample": True, "sparse": False} | sampling_args), plan(fixed=6, budget_s=budget_s),
                       random.Random(3), batch=4, cap=4)
+        began_cpu_s = cpu_s_of(child.pid)
         timed, _ = timer.run(profiled=2)
+        worker.cpu_s = cpu_s_of(child.pid) - began_cpu_s
         child.kill()
     if (sampled_of(timed).close or sampled_of(timed).sparse) is None:
         pytest.skip("this host does not let the harness sample a child process (perf_event_paranoid, seccomp)")
@@ -77,8 +89,12 @@ def test_every_other_command_is_sampled_sparsely_so_a_candidate_cannot_tell_when
     alike."""
     timed, worker = sampled_timing("while True: pass", call_s=0.02, sparse=True)
     assert sampled_of(timed).sparse.period_ms == SPARSE_PERIOD_MS
-    assert sampled_of(timed).sparse.calls == 4 + 4 * 6 and sampled_of(timed).close.calls == 4 * SAMPLED_COMMANDS
-    assert sampled_of(timed).sparse.samples * SPARSE_PERIOD_MS == pytest.approx(0.02 * 4 * 7 * 1000, rel=0.3)
+    sparse_calls, calls = 4 + 4 * 6, 4 + 4 * 6 + 4 * 2 + 4 * SAMPLED_COMMANDS
+    assert sampled_of(timed).sparse.calls == sparse_calls and sampled_of(timed).close.calls == 4 * SAMPLED_COMMANDS
+    # The spinning process's CPU time during the sparse calls, their share of all calls: on an idle
+    # host their wall time, on a busy one less.
+    sparse_cpu_ms = worker.cpu_s * 1000 * sparse_calls / calls
+    assert sampled_of(timed).sparse.samples * SPARSE_PERIOD_MS == pytest.approx(sparse_cpu_ms, rel=0.3)
     assert timed.stopped == "fixed"  # no library time to tell: the plan alone decides
     alone, _ = sampled_timing("while True: pass", call_s=0.02, sparse=True, sample=False)
     assert sampled_of(alone).close is None and sampled_of(alone).sparse.calls == 4 + 4 * 6
