@@ -514,8 +514,19 @@ class Worker:
             time.sleep(0.01)
         return status
 
-    def _died(self, phase: str) -> WorkerStopped:
-        code = self._exit_status()
+    def _broke_or_died(self, error: str, phase: str) -> WorkerStopped:
+        """What the parent did to a stopped worker failed (`error`): where the worker had ended
+        (unreaped: its launcher is stopped too), how it ended (beside two busy loops one had, and
+        its outputs' memory was gone, 2026-12-07); else it broke the protocol."""
+        worker = self._worker_pid or processes.first_child(self.pid)
+        code = processes.ended_unreaped(worker) if worker is not None else None
+        if code is not None or self._exit_status() is not None:
+            return self._died(phase, code)
+        return self._stopped(StopReason.broke_protocol, error)
+
+    def _died(self, phase: str, code: int | None = None) -> WorkerStopped:
+        """`code`: how the worker ended, where it is known before its launcher's end."""
+        code = self._exit_status() if code is None else code
         if code == CONFINE_FAILED and not self.given_code:  # once it has code, that code may exit so too
             self.kill()
             raise ConfinementFailed(f"a {phase} worker could not be confined: {self.log_tail(400).strip()}")
@@ -637,7 +648,7 @@ class Worker:
         overdue.daemon = True
         try:
             if not processes.freeze(lambda: processes.tree(self.pid), frozen, STOP_WAIT_S):
-                raise self._stopped(StopReason.broke_protocol, f"worker's threads did not stop for {purpose}")
+                raise self._broke_or_died(f"worker's threads did not stop for {purpose}", purpose)
             self._held_stopped = True
             overdue.start()
             try:
@@ -660,8 +671,8 @@ class Worker:
             try:
                 return self._feed.write(tensors)
             except OSError as exc:  # the file is the worker's too: whatever it did to it, it is its failure
-                raise self._stopped(StopReason.broke_protocol,
-                                    f"its inputs could not be written into its feed file during {phase}: {exc}") from None
+                raise self._broke_or_died(f"its inputs could not be written into its feed file during {phase}: {exc}",
+                                          phase) from None
 
     def spoil(self, addresses: list[int], phase: str) -> None:
         """Garbage written at `addresses` in the worker's memory (its last timed command's outputs,
@@ -671,8 +682,8 @@ class Worker:
             try:
                 processes.spoil_memory(self.worker_pid, addresses)
             except OSError as exc:
-                raise self._stopped(StopReason.broke_protocol,
-                                    f"the outputs it described could not be written during {phase}: {exc}") from None
+                raise self._broke_or_died(f"the outputs it described could not be written during {phase}: {exc}",
+                                          phase) from None
 
     @contextlib.contextmanager
     def fed_back(self, refs: list[TensorRef], phase: str) -> Iterator[list[torch.Tensor]]:

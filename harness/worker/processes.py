@@ -61,6 +61,19 @@ def state(stat: str) -> str | None:
         return None
 
 
+def ended_unreaped(pid: int) -> int | None:
+    """How a process that has ended but is not reaped yet (a zombie: its parent stopped, say) ended,
+    as Popen's returncode says it (negative: the signal); None while it runs or once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] not in ("Z", "X") or len(fields) < 50:
+        return None
+    status = int(fields[49])  # the stat file's 52nd field: the wait status
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
 def stopped(pid: int) -> bool:
     """Whether every thread of the process is stopped (or it is gone): SIGSTOP stops a process's
     threads one by one, each as it next leaves the kernel."""

@@ -4,6 +4,7 @@ the worker cannot shrink under the parent's mapping, and with the worker stopped
 
 import errno
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -299,6 +300,36 @@ READ_ONLY_HOLDER = textwrap.dedent("""
         os.write(1, f"{values.buffer_info()[0]} {start}\\n".encode())
     time.sleep(600)
 """)
+
+
+# A launcher whose worker (its first child) sleeps; once the worker has ended, it ends as the worker did.
+ENDS_AS_ITS_WORKER = textwrap.dedent("""
+    import os, sys, time
+    worker = os.fork()
+    if worker == 0:
+        time.sleep(600)
+        os._exit(0)
+    os.write(1, b"ready\\n")
+    _, status = os.waitpid(worker, 0)
+    os.kill(os.getpid(), os.WTERMSIG(status)) if os.WIFSIGNALED(status) else sys.exit(os.WEXITSTATUS(status))
+""")
+
+
+def test_a_worker_that_ended_before_its_outputs_were_spoiled_says_how_it_ended():
+    """Its memory is gone, which is no broken protocol: the verdict says what ended it."""
+    worker = worker_reading(ENDS_AS_ITS_WORKER)
+    worker._worker_pid, worker.watchdog, worker.given_code = None, None, True
+    worker.log_tail = lambda limit=0: ""
+    try:
+        assert worker.process.stdout.readline() == b"ready\n"
+        os.kill(worker.worker_pid, signal.SIGKILL)
+        with pytest.raises(WorkerStopped) as stopped:
+            worker.spoil([8], "timing")
+        assert stopped.value.stop.reason is StopReason.died
+        assert stopped.value.stop.error == "worker killed by SIGKILL during timing"
+    finally:
+        processes.kill_tree(worker.pid)
+        discard(worker)
 
 
 def test_outputs_are_spoiled_where_they_lie_read_only_pages_too():
