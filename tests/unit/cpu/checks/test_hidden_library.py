@@ -100,3 +100,18 @@ def test_the_check_convicts_first_and_leaves_the_untold_unjudged_at_its_timing()
     convicted = look(seen(sampled(library=472, calls=64), few_calls))
     assert convicted.status is Status.rejected and convicted.flag == "reference_fallback"
     assert look(seen(None, None)) is None
+
+
+def test_library_time_that_would_convict_against_a_reference_sampled_in_too_few_calls_leaves_it_unjudged():
+    """A reference sampled sparsely in too few calls to say whether the rule applies (its timing ran
+    out of time on a busy host: one library sample in 28 calls, against 191 closely) cannot clear a
+    candidate that spends library time there unrecorded; one that spends little there says nothing,
+    and a reference sampled in calls enough says the rule does not apply."""
+    thin = CpuSamples(period_ms=2.0, samples=147, library=1, calls=28, cores=2)  # 0.07 ms a call, by one sample
+    hidden = CpuSamples(period_ms=2.0, samples=259, library=10, calls=84, cores=2)  # 0.24 ms a call
+    assert hidden_library_evidence(hidden, [Profile(ops=[])], thin) == []
+    assert "reference sampled in 28 calls: too few to tell" in untold_hidden_library(hidden, [Profile(ops=[])], thin)
+    honest = CpuSamples(period_ms=2.0, samples=259, library=2, calls=84, cores=2)
+    assert untold_hidden_library(honest, [Profile(ops=[])], thin) is None
+    quick = CpuSamples(period_ms=2.0, samples=3000, library=20, calls=2000, cores=2)  # 0.02 ms a call, in calls enough
+    assert untold_hidden_library(hidden, [Profile(ops=[])], quick) is None
