@@ -310,6 +310,11 @@ def test_output_memory_made_ready_off_the_clock_gains_nothing(tmp_path):
     results = {r["candidate"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
     assert {name: r["status"] for name, r in results.items()} == {"mid_relu/fresh.py": "ok", "mid_relu/ready_pool.py": "ok"}
     fresh, ready = timed_ms(results["mid_relu/fresh.py"]), timed_ms(results["mid_relu/ready_pool.py"])
+    if any("busy_machine" in result["flags"] for result in results.values()):
+        # Beside other load two workers' medians drift apart by more than the gain looked for here
+        # (the pool at 0.35 of the fresh one's, beside two busy loops, 2026-12-07): there the
+        # harness promises the flag, not the numbers.
+        return
     assert ready >= 0.7 * fresh, (ready, fresh)  # noise between two workers: 0.80 to 1.2 seen; the pool had 0.3 to 0.58
 
 
