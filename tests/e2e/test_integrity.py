@@ -67,9 +67,11 @@ EXPECTED = {
 
 
 def run(candidates, tmp_path, *extra):
+    """None of these candidates hangs; beside two busy loops one timed command of a slow one took
+    over 30 s (2026-12-07), hence the 120 s each phase may take."""
     out = tmp_path / "out"
     assert main(["eval", str(candidates), "--problems", str(DATA / "problems"), "--out", str(out),
-                 "--device", "cpu", "--timeout", "30", "--db", str(tmp_path / "h.db"),
+                 "--device", "cpu", "--timeout", "120", "--db", str(tmp_path / "h.db"),
                  "--build-dir", str(tmp_path / "build"), *extra]) == 0
     return {r["candidate"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
 
