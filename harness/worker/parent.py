@@ -522,6 +522,10 @@ class Worker:
         code = processes.ended_unreaped(worker) if worker is not None else None
         if code is not None or self._exit_status() is not None:
             return self._died(phase, code)
+        if worker is None or not os.path.exists(f"/proc/{worker}"):
+            # Gone altogether: its launcher reaped it and is ending as it ended (beside two busy
+            # loops the launcher was still on its way out when the read failed).
+            return self._died(phase, None if processes.stopped(self.pid) else self._wait_exit(EXIT_GRACE_S))
         return self._stopped(StopReason.broke_protocol, error)
 
     def _died(self, phase: str, code: int | None = None) -> WorkerStopped:
