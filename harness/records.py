@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # and a speedup against it when it is set. 3: timing_bound. 4: calls_per_sample in timings.
 # 5: the outputs' commit timed apart in timing_bound. 6: others_cores in timings, and busy_machine.
 # 7: library_cpu_ms_per_call and the reference's. 8: sparse_library_cpu_ms_per_call and the reference's.
-RESULT_SCHEMA_VERSION = 8
+# 9: host_ms_per_call and the reference's; a GPU's timings in device time (clock "cuda_device").
+RESULT_SCHEMA_VERSION = 9
 
 Precision = Literal["fp32", "fp16", "bf16"]
 Baseline = Literal["eager", "compile"]
@@ -213,7 +214,9 @@ class TimingStats(BaseModel):
     max_ms: float
     n: int
     samples_ms: list[float]
-    clock: Literal["cuda_event", "perf_counter"]
+    # cuda_device: the GPU's own time per call, the host's path into it left out (worker/timing.py);
+    # cuda_event: events around the call and the host's path into it (results before schema 9).
+    clock: Literal["cuda_device", "cuda_event", "perf_counter"]
     ci_low_ms: float | None = None  # the median's 95% confidence interval (order statistics)
     ci_high_ms: float | None = None
     # Why timing stopped: converged, time_budget, max_trials, fixed; or sampling: past those, until
@@ -328,6 +331,10 @@ class Measured(BaseModel):
     # timings reported from inside the workers.
     wall_ms_per_call: float | None = None
     reference_wall_ms_per_call: float | None = None
+    # The host's time into each timed call, from its start to forward's return, per call (median):
+    # on a GPU the part of it inside the hold is not in the timing (worker/timing.py).
+    host_ms_per_call: float | None = None
+    reference_host_ms_per_call: float | None = None
     # A CPU run: CPU time a call in PyTorch's or a numeric library's compute code, sampled from
     # outside the worker (cpu/sampling.py; None where the host refuses perf events, or the kernel
     # throttled the sampling to too long a period): on calls sampled closely, and sparsely on its
@@ -451,4 +458,5 @@ class RunInfo(BaseModel):
     candidates_dir: str
     sandbox: SandboxReport | None = None
     precision_policy: str = PRECISION_POLICY
+    timing_clock: str | None = None  # what the timings, and so the speedups, measure (the device's `clock_means`)
     interference: list[str] = Field(default_factory=list)  # changes to the results that no worker could have made

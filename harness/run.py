@@ -171,7 +171,8 @@ def start_run(db: Database, config: EvalConfig, options: EvalOptions) -> tuple[R
         run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
         run = RunInfo(run_id=run_id, started_at=now(), machine=machine, config=config,
                       problems_dir=str(options.problems_dir.resolve()),
-                      candidates_dir=str(options.candidates_dir.resolve()))
+                      candidates_dir=str(options.candidates_dir.resolve()),
+                      timing_clock=device_for(config.device).clock_means)
         return run, options.out or Path("reports") / run_id, set()
     run_id = db.latest_run_id(key) if options.resume == "latest" else options.resume
     if run_id is None:

@@ -36,6 +36,7 @@ def library_ms_per_call(samples: CpuSamples | None) -> float | None:
 class Cpu(Device):
     name = "cpu"
     clock = "perf_counter"
+    clock_means = "the host's monotonic clock around the calls, per call"
     # The parent's clock against a worker's: wake-up latency and scheduling jitter, which grow when
     # the machine idles through a long call and are not seen on the quick calls that measure the
     # overhead. Measured: docs/threat-model.md, "The timing bound".

@@ -130,7 +130,10 @@ class GpuMeasurement(Measurement):
 
 class Gpu(Device):
     name = "cuda"
-    clock = "cuda_event"
+    clock = "cuda_device"
+    clock_means = ("device time per call: from the end of a hold kernel that fills every SM while the host "
+                   "enqueues the call, to the end of the call's work on its stream, with any work it left on other "
+                   "streams past that end; the host's time into each call beside it (host_ms_per_call)")
     # The parent's clock against a worker's: wake-up latency and scheduling jitter, which grow when
     # the machine idles through a long call (a worker asleep in a kernel) and are not seen on the
     # quick calls that measure the overhead. Measured: docs/threat-model.md, "The timing bound".

@@ -37,6 +37,10 @@ LOCATED_SPAN_FACTOR, LOCATED_SPAN_EXTRA = 4, 1 << 20
 TIMINGS = 2  # timings at most: a second where the parent's clock contradicted the first (`time_candidate`)
 
 
+def median_or_none(values: list[float]) -> float | None:
+    return round(statistics.median(values), 6) if values else None
+
+
 def copied(tensors: list[torch.Tensor], spares: list[list[torch.Tensor]]) -> list[torch.Tensor]:
     """Copies of `tensors`, into the last of `spares` when its shapes and dtypes fit them."""
     room = spares[-1] if spares else []
@@ -90,6 +94,8 @@ def time_candidate(ev: Evaluation) -> tuple[Verdict | None, Timed]:
     observed.timing = timing_stats(own.reported_ms, ev.device.clock, own.stopped, own.batch, own.others_cores)
     observed.wall_ms_per_call = round(statistics.median(own.wall_ms), 6)
     observed.reference_wall_ms_per_call = round(statistics.median(measured.timed.wall_ms), 6)
+    observed.host_ms_per_call = median_or_none(own.host_ms)
+    observed.reference_host_ms_per_call = median_or_none(measured.timed.host_ms)
     ev.device.observe(observed, own, measured.timed)
     observed.reference_recalibrated_timing = surely_faster(measured.timing, recalibration.timing)
     observed.timing_bound = bound

@@ -37,7 +37,7 @@ from .confine import hold_affinity, not_dumpable
 from .protocol import (MAX_LINE_CHARS, MAX_MESSAGE_CHARS, MAX_NAME_CHARS, MAX_SOURCE_CHARS, MAX_TENSORS,
                        MAX_TRACEBACK_LINES, Command, CommitBuffer, Failure, FeedFile, GeneratedSource, HardwareFloor, KernelTime, OutputForm, ParamDigest, Peaks,
                        Profile, Reply, TensorRef, WorkerJob, committed_refs, describe, send_model)
-from .timing import flush_buffer, measure_peaks, slowest_round_trip_ms, time_call
+from .timing import CallTime, GpuClock, measure_peaks, slowest_round_trip_ms, time_call
 
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # torch.utils.cpp_extension's message for a failed build, naming the extension; its build dir
@@ -302,7 +302,7 @@ class Session:
         self.last_fed: tuple[list[TensorRef], int] | None = None  # the last timed command's fed inputs and calls
         self.next_rows: tuple[tuple, list[list[torch.Tensor]]] | None = None  # rows for a command like it (`prepare_rows`)
         self.timed_model = torch.compile(model) if job.compile_baseline else model
-        self.flush = flush_buffer() if job.device == "cuda" else None
+        self.clock = GpuClock() if job.device == "cuda" else None
         self.unsummarized: tuple[float, torch.autograd.profiler.profile] | None = None  # the last profiled timed call
 
     def release(self) -> None:
@@ -404,20 +404,20 @@ class Session:
             inputs = self.given_or_made(seed, fed if last else None)
             call = lambda: self.forward(self.timed_model, inputs)  # noqa: E731
             if last:
-                elapsed = self.profiled(call)
+                elapsed = self.profiled(call).elapsed_ms
                 self.profile()  # reading the events has first-time costs too
             else:  # the host's clock around it (forward synchronizes): no flush, which sizing on a CPU does not need
-                elapsed = time_call(call, None)
+                elapsed = time_call(call, None).elapsed_ms
             fastest = elapsed if fastest is None else min(fastest, elapsed)
         return fastest
 
-    def profiled(self, call) -> float:
+    def profiled(self, call) -> CallTime:
         """Time the call under the profiler; its events are read later (`profile`), after the
         reply: reading them costs milliseconds more the more events there are (8 ms for 60 CPU
         operators), which the parent's clock around a profiled call must not count."""
         profiler = new_profiler(self.job.device)
-        elapsed = time_call(call, self.flush, lambda: profiler)
-        self.unsummarized = (elapsed, profiler)
+        elapsed = time_call(call, self.clock, lambda: profiler)
+        self.unsummarized = (elapsed.elapsed_ms, profiler)
         return elapsed
 
     def profile(self) -> Profile:
@@ -427,7 +427,7 @@ class Session:
         (elapsed, profiler), self.unsummarized = self.unsummarized, None
         return summarize_profile(profiler.function_events, elapsed)
 
-    def timed(self, command: Command) -> float:
+    def timed(self, command: Command) -> CallTime:
         """`command.calls` calls timed one after another, each on inputs learned only now: fed, or made
         from seeds learned now; a profiled command's profile is asked for next (`profile`). What
         the calls returned waits for the commit, which checks it: work the parent times apart
@@ -448,13 +448,14 @@ class Session:
 
         if command.profile:
             elapsed = self.profiled(calls)
-        elif self.flush is None:  # CPU: the calls back to back, on one clock
+        elif self.clock is None:  # CPU: the calls back to back, on one clock
             elapsed = time_call(calls, None)
         else:
             # GPU: each call flushed and timed alone, as in a command of one call. Back to back, a
             # launch-bound kernel's launches would overlap the last call's kernels, and a call would
             # find the last one's data in the L2.
-            elapsed = sum(time_call(functools.partial(call, inputs), self.flush) for inputs in sets)
+            times = [time_call(functools.partial(call, inputs), self.clock) for inputs in sets]
+            elapsed = CallTime(sum(t.elapsed_ms for t in times), sum(t.host_ms for t in times))
         self.synchronize()
         self.uncommitted = returned
         return elapsed
@@ -610,7 +611,8 @@ def handle(conn: Connection, session: Session, command: Command) -> None:
     elif command.op == "timed":
         elapsed = session.timed(command)
         outputs, addresses = session.locate() if command.locate else (None, None)
-        send_model(conn, Reply(ok=True, elapsed_ms=elapsed, outputs=outputs, addresses=addresses, threads_alive=threads_alive()))
+        send_model(conn, Reply(ok=True, elapsed_ms=elapsed.elapsed_ms, host_ms=elapsed.host_ms, outputs=outputs,
+                               addresses=addresses, threads_alive=threads_alive()))
     elif command.op == "release":
         session.released()
         send_model(conn, Reply(ok=True))

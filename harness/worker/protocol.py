@@ -231,6 +231,9 @@ class Reply(BaseModel):
     # timed: the worker's own clock around its forward calls (all of them); warmup: its fastest
     # call; settle: see Command
     elapsed_ms: CallMillis | None = None
+    # timed: the host's time into the calls, from each one's start to its return: on a GPU, the
+    # host's path its device time leaves out up to the hold's length (worker/timing.py)
+    host_ms: CallMillis | None = None
     # timed with `locate`: per call, where each of its outputs' first element is (the layout is the
     # first call's, `outputs`)
     addresses: list[list[Address]] | None = Field(default=None, max_length=MAX_BATCH_CALLS)

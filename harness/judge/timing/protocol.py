@@ -243,6 +243,8 @@ class Timer:
         else:
             timed.reported_ms.append(reply.elapsed_ms / calls)
             timed.wall_ms.append(wall_ms / calls)
+            if reply.host_ms is not None:
+                timed.host_ms.append(reply.host_ms / calls)
             if not self.measure.locates:
                 timed.commit_ms.append(handover_ms / calls)
         return reply, fed, wall_ms

@@ -15,6 +15,7 @@ class Timed:
     reported_ms: list[float] = field(default_factory=list)
     wall_ms: list[float] = field(default_factory=list)  # the command, and its outputs' hand-over where timed apart
     commit_ms: list[float] = field(default_factory=list)  # the hand-over alone (a GPU's commit)
+    host_ms: list[float] = field(default_factory=list)  # the host's time into the calls, where the worker said
     profiles: list[Profile] = field(default_factory=list)
     profiled_wall_ms: list[float] = field(default_factory=list)  # the parent's clock around the profiled calls
     stopped: str = "max_trials"

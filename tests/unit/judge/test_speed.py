@@ -65,7 +65,7 @@ class Reference(Recording):
         self.worker = self
         self.budget_left = 0  # the memory budget for checked outputs
         self.output_bytes = 0  # no outputs seen: no room made for checked ones
-        self.measured = SimpleNamespace(batch=1, batch_cap=1, timed=Timed(), timing=timing_stats([1.0] * 5, "cuda_event"),
+        self.measured = SimpleNamespace(batch=1, batch_cap=1, timed=Timed(), timing=timing_stats([1.0] * 5, "cuda_device"),
                                         floor=None, profile=None)
         self.now = Timed()
 
@@ -304,7 +304,7 @@ def timings_reporting(monkeypatch, first_ms: float, second_ms: float) -> tuple[E
     where the parent's clock saw 2 ms a call, 0.5 ms of it the harness's overhead; and the
     timings it measured."""
     ev = timing_phase("cuda", [])
-    reference_timing = timing_stats([1.5] * 5, "cuda_event")
+    reference_timing = timing_stats([1.5] * 5, "cuda_device")
     ev.reference.measured.timing, ev.reference.measured.timed = reference_timing, Timed(wall_ms=[2.0] * 5)
     recalibration = Recalibration(overhead_ms=[0.5] * 5, commit_ms=[], timing=reference_timing)
     timings = [Timed(reported_ms=[first_ms] * 9, wall_ms=[2.0] * 9), Timed(reported_ms=[second_ms] * 9, wall_ms=[2.0] * 9)]

@@ -27,7 +27,7 @@ def problem_ids(count: int) -> list[str]:
 def timing(rng: random.Random, median: float, n: int = 40) -> TimingStats:
     samples = sorted(median * rng.uniform(0.97, 1.08) for _ in range(n))
     return TimingStats(median_ms=median, iqr_ms=median * 0.03, mean_ms=median * 1.01, min_ms=samples[0],
-                       max_ms=samples[-1], n=n, samples_ms=samples, clock="cuda_event",
+                       max_ms=samples[-1], n=n, samples_ms=samples, clock="cuda_device",
                        ci_low_ms=median * 0.99, ci_high_ms=median * 1.01, stopped="converged")
 
 

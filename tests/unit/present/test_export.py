@@ -15,7 +15,7 @@ LEVELS = {"1_Square_matrix_multiplication_": 1, "12_Matmul_with_diagonal_matrice
 
 def result(problem, candidate, status, speedup=None):
     timing = TimingStats(median_ms=1.0, iqr_ms=0.1, mean_ms=1.1, min_ms=0.9, max_ms=1.3, n=20, samples_ms=[1.0] * 20,
-                         clock="cuda_event") if speedup else None
+                         clock="cuda_device") if speedup else None
     return Result(run_id="r", problem=problem, candidate=candidate, status=status, speedup=speedup, timing=timing,
                   reference_timing=timing, candidate_hash=candidate)
 

@@ -69,7 +69,7 @@ def test_compare_names_what_changed(tmp_path):
 
 def interval_timing(median, half_width):
     return TimingStats(median_ms=median, iqr_ms=half_width * 4, mean_ms=median, min_ms=median, max_ms=median, n=30,
-                       samples_ms=[median] * 30, clock="cuda_event", ci_low_ms=median - half_width,
+                       samples_ms=[median] * 30, clock="cuda_device", ci_low_ms=median - half_width,
                        ci_high_ms=median + half_width)
 
 

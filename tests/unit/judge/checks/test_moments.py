@@ -11,7 +11,7 @@ from harness.judge.timing.stats import timing_stats
 from harness.records import Status
 from harness.worker.protocol import HardwareFloor, ParamDigest
 
-STATS = timing_stats([1.0, 1.1, 0.9], "cuda_event")
+STATS = timing_stats([1.0, 1.1, 0.9], "cuda_device")
 
 
 def timing(vouched_ms=1.0, disagreement=None, floor=None, threads=0) -> Timing:
