@@ -215,7 +215,7 @@ class TimingStats(BaseModel):
     n: int
     samples_ms: list[float]
     # cuda_device: the GPU's own time per call, the host's path into it left out (worker/timing.py);
-    # cuda_event: events around the call and the host's path into it (results before schema 9).
+    # cuda_event: events around the call and the host's path into it (before schema 9, or torch before 2.8).
     clock: Literal["cuda_device", "cuda_event", "perf_counter"]
     ci_low_ms: float | None = None  # the median's 95% confidence interval (order statistics)
     ci_high_ms: float | None = None
@@ -225,6 +225,10 @@ class TimingStats(BaseModel):
     # Calls per sample: each sample is the mean of so many calls timed back to back on inputs of
     # their own (a batch, judge/timing/protocol.py), n samples of them.
     calls_per_sample: int = 1
+    # A GPU run: milliseconds each clock limit (power, thermal, the board's, reliability) held the
+    # GPU's clocks down while these calls were timed, only those that did (judge/nvml.py); None
+    # where NVML could not be read.
+    throttled_ms: dict[str, float] | None = None
     # A CPU run: how many cores, on average, processes outside the run kept busy while these calls
     # were timed (None: not measured). Above BUSY_CORES the speed is not an idle machine's.
     others_cores: float | None = None

@@ -34,6 +34,8 @@ class FakeWorker:
     asked for), answering those after `summary_s`. With a `clock` (FakeClock), a call's time passes
     on it instead of in a sleep: what the parent's clock sees then is exact, however busy the machine."""
 
+    gpu: int | None = None  # no GPU of this process: a GPU measurement reads none of its state
+
     def __init__(self, elapsed_ms=1.0, summary_s=0.0, call_s=0.0, clock=None):
         self.commands, self.elapsed_ms, self.summary_s, self.call_s = [], elapsed_ms, summary_s, call_s
         self.clock = clock

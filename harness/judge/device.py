@@ -61,7 +61,7 @@ class Device(ABC):
     `warm_spares`: spare workers ready what loading a reference and a Triton launch need."""
 
     name: ClassVar[Literal["cpu", "cuda"]]
-    clock: ClassVar[Literal["cuda_device", "perf_counter"]]
+    clock: ClassVar[Literal["cuda_device", "cuda_event", "perf_counter"]]
     clock_means: ClassVar[str]  # the clock in a sentence, for run.json
     least_slack_ms: ClassVar[float]
     overhead_error: ClassVar[float]

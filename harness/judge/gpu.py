@@ -13,11 +13,12 @@ candidate's processes stopped: a kernel it queued runs on when its processes sto
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import ContextManager, TypeVar
 
 import torch
 
@@ -25,10 +26,12 @@ from ..records import Verdict
 from ..worker import processes
 from ..worker.parent import Worker, gpu_context_pids
 from ..worker.protocol import MAX_TENSORS, Command, Reply, TensorRef, call_outputs
-from . import verdicts
+from ..worker.timing import HOLDS
+from . import nvml, verdicts
 from .device import Device, ReferenceAccess, ReferenceMeasured
 from .timing.measurement import CHECKED_PER_BATCH, Measurement
 from .timing.protocol import VERIFY_LATE
+from .timing.timed import Timed
 
 T = TypeVar("T")
 
@@ -107,6 +110,18 @@ class GpuMeasurement(Measurement):
         super().__init__(worker)
         self.reference = reference
 
+    def window(self, timed: Timed) -> ContextManager:
+        return self._limits_read(timed) if self.worker.gpu is not None else contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def _limits_read(self, timed: Timed):
+        """How long the GPU's clocks were held down meanwhile (judge/nvml.py), into `timed`."""
+        before = nvml.limited_ns(self.worker.gpu)
+        try:
+            yield
+        finally:
+            timed.throttled_ms = nvml.throttled_between(before, nvml.limited_ns(self.worker.gpu))
+
     def handed_over(self, reply: Reply, calls: int, phase: str) -> tuple[Reply, float]:
         if not reply.ok:
             return reply, 0.0
@@ -130,10 +145,12 @@ class GpuMeasurement(Measurement):
 
 class Gpu(Device):
     name = "cuda"
-    clock = "cuda_device"
+    clock = "cuda_device" if HOLDS else "cuda_event"
     clock_means = ("device time per call: from the end of a hold kernel that fills every SM while the host "
-                   "enqueues the call, to the end of the call's work on its stream, with any work it left on other "
-                   "streams past that end; the host's time into each call beside it (host_ms_per_call)")
+                   "enqueues the call" if HOLDS else "events around each call, the host's path into it included "
+                   "(no hold: this torch has no NVRTC kernels, before 2.8)") + (
+        ", to the end of the call's work on its stream, with any work it left on other streams past that end; "
+        "the host's time into each call beside it (host_ms_per_call)")
     # The parent's clock against a worker's: wake-up latency and scheduling jitter, which grow when
     # the machine idles through a long call (a worker asleep in a kernel) and are not seen on the
     # quick calls that measure the overhead. Measured: docs/threat-model.md, "The timing bound".

@@ -160,14 +160,11 @@ class ReferenceRunner:
         timed, batch = self._time(TimingPlan.of(self.config), profiled=1, own=True, batch=1, cap=batch_cap, size=True)
         if needs_second_look(timed.reported_ms):
             again, _ = self._time(TimingPlan.of(self.config), profiled=0, batch=batch, cap=batch_cap, warm_up=False)
-            timed.reported_ms += again.reported_ms
-            timed.wall_ms += again.wall_ms
-            timed.stopped = again.stopped
-            timed.others_cores = max((share for share in (timed.others_cores, again.others_cores) if share is not None),
-                                     default=None)
+            timed.extend(again)
         self.measured = Measured(
             params=self.params, alt_sizes=self.alt_sizes, floor=self.floor, timed=timed,
-            timing=timing_stats(timed.reported_ms, self.device.clock, timed.stopped, timed.batch, timed.others_cores),
+            timing=timing_stats(timed.reported_ms, self.device.clock, timed.stopped, timed.batch, timed.others_cores,
+                                timed.throttled_ms),
             profile=timed.profiles[0] if timed.profiles else None, batch=batch, batch_cap=batch_cap)
         if self.device.default_math:
             self.measured = dataclasses.replace(self.measured, default_math_timing=self._time_default_math())
@@ -216,7 +213,8 @@ class ReferenceRunner:
         timed, _ = self._time(TimingPlan.of(self.config), profiled=0, batch=self.measured.batch,
                               cap=self.measured.batch_cap)
         self.request(Command(op="math", default_math=False), "math flags")
-        return timing_stats(timed.reported_ms, self.device.clock, timed.stopped, others_cores=timed.others_cores)
+        return timing_stats(timed.reported_ms, self.device.clock, timed.stopped, others_cores=timed.others_cores,
+                            throttled_ms=timed.throttled_ms)
 
     def recalibrate(self, batch: int) -> Recalibration:
         """The harness's per-call overhead and the reference's own time as measured right now,
@@ -238,7 +236,7 @@ class ReferenceRunner:
         # booting beside it), and an overhead taken then is larger than a candidate's now.
         return Recalibration(overhead_ms=timed.overhead_ms[uncounted:], commit_ms=timed.commit_ms[uncounted:],
                              timing=timing_stats(timed.reported_ms[max(uncounted, UNTIMED_CALLS):], self.device.clock,
-                                                 timed.stopped, timed.batch, timed.others_cores))
+                                                 timed.stopped, timed.batch, timed.others_cores, timed.throttled_ms))
 
     def profiled_now(self, calls: int) -> Timed:
         """`calls` profiled commands and as many plain ones (of its own batch), after a warm-up,

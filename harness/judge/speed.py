@@ -91,7 +91,8 @@ def time_candidate(ev: Evaluation) -> tuple[Verdict | None, Timed]:
         vouched, disagreement = vouched_median(own.reported_ms, bound, own.batch)
         if disagreement is None:
             break
-    observed.timing = timing_stats(own.reported_ms, ev.device.clock, own.stopped, own.batch, own.others_cores)
+    observed.timing = timing_stats(own.reported_ms, ev.device.clock, own.stopped, own.batch, own.others_cores,
+                                   own.throttled_ms)
     observed.wall_ms_per_call = round(statistics.median(own.wall_ms), 6)
     observed.reference_wall_ms_per_call = round(statistics.median(measured.timed.wall_ms), 6)
     observed.host_ms_per_call = median_or_none(own.host_ms)

@@ -109,9 +109,10 @@ def summary_table(results: list[Result], full_table: Path | str) -> str:
         cached = sum(r.build_cached for r in built)
         lines.append(f"builds ahead of evaluation: {len(built) - cached} compiled ({sum(r.build_s for r in built):.0f} s "
                      f"of compiling), {cached} from the build cache")
-    busy = sum("busy_machine" in r.flags for r in results)
-    if busy:
-        lines.append(f"timed while other processes kept the CPU busy: {busy} (flag busy_machine)")
+    for flag, while_ in (("busy_machine", "other processes kept the CPU busy"),
+                         ("gpu_throttled", "the GPU's clocks were held down")):
+        if flagged := sum(flag in r.flags for r in results):
+            lines.append(f"timed while {while_}: {flagged} (flag {flag})")
     lines.append(f"every candidate with its verdict and reason: {full_table}")
     return "\n".join(lines)
 

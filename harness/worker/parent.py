@@ -89,7 +89,7 @@ class Placement(BaseModel):
     sandbox: SandboxPolicy = Field(default_factory=lambda: SandboxPolicy(mode=SandboxMode.off, limits=default_limits()))
 
 
-def _pci_address(index: int, domain_digits: int) -> str | None:
+def pci_address(index: int, domain_digits: int) -> str | None:
     """This process's GPU `index` by PCI address (domain:bus:device.function; nvidia-smi writes
     the domain with 8 digits, /proc/driver/nvidia with 4), None where torch does not say."""
     props = torch.cuda.get_device_properties(index)
@@ -102,7 +102,7 @@ def _pci_address(index: int, domain_digits: int) -> str | None:
 def gpu_context_pids(index: int) -> set[int] | None:
     """The processes holding a CUDA context on this process's GPU `index`, as the driver lists
     them (nvidia-smi, by the GPU's PCI address); None where that cannot be asked."""
-    address = _pci_address(index, 8)
+    address = pci_address(index, 8)
     if address is None:
         return None
     try:
@@ -117,7 +117,7 @@ def gpu_context_pids(index: int) -> set[int] | None:
 def gpu_device_node(index: int) -> str | None:
     """/dev/nvidia<minor> of this process's GPU `index` (the driver numbers its nodes in its own
     order, which CUDA's need not follow), by its PCI address; None where that cannot be read."""
-    address = _pci_address(index, 4)
+    address = pci_address(index, 4)
     try:
         information = Path(f"/proc/driver/nvidia/gpus/{address}/information").read_text() if address else ""
     except OSError:

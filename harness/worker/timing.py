@@ -55,6 +55,7 @@ _event_elapsed_ms = getattr(_EventBase, "elapsed_time", None)
 _device_synchronize = getattr(torch._C, "_cuda_synchronize", None)
 _current_stream = torch.cuda.current_stream
 _compile_kernel = getattr(torch.cuda, "_compile_kernel", None)  # NVRTC, torch 2.8 and later
+HOLDS = _compile_kernel is not None  # without it, no hold: the host's path into a call stays in its time
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class GpuClock:
         properties = torch.cuda.get_device_properties(torch.cuda.current_device())
         self.hold_grid, self.hold_block = hold_shape(properties.multi_processor_count,
                                                      properties.max_threads_per_multi_processor)
-        self.hold = _compile_kernel(HOLD_SOURCE, "harness_hold") if _compile_kernel is not None else None
+        self.hold = _compile_kernel(HOLD_SOURCE, "harness_hold") if HOLDS else None
         self.own_join_ms = self._own_join_ms()
 
     def time(self, call: Callable[[], object], watch: Callable[[], ContextManager]) -> CallTime:

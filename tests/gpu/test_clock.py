@@ -76,3 +76,15 @@ def test_work_on_a_side_stream_cannot_start_inside_the_hold(clock):
     started_early = median_ms(early, clock)
     print(f"on the timed stream {alone:.4f} ms, started early on a side stream {started_early:.4f} ms")
     assert started_early > alone - 0.005
+
+
+def test_the_gpus_clock_limits_are_read_where_nvml_is_installed():
+    pytest.importorskip("pynvml")
+    from harness.judge import nvml
+
+    before = nvml.limited_ns(torch.cuda.current_device())
+    assert before is not None and "power" in before, before
+    torch.cuda._sleep(2_000_000)
+    torch.cuda.synchronize()
+    after = nvml.limited_ns(torch.cuda.current_device())
+    assert all(after[name] >= before[name] for name in before), (before, after)

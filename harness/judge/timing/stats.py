@@ -27,7 +27,7 @@ def converged(samples: list[float]) -> bool:
 
 
 def timing_stats(samples_ms: list[float], clock: str, stopped: str | None = None, calls_per_sample: int = 1,
-                 others_cores: float | None = None) -> TimingStats:
+                 others_cores: float | None = None, throttled_ms: dict[str, float] | None = None) -> TimingStats:
     ordered = sorted(samples_ms)
     if len(ordered) >= 2:
         q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
@@ -37,7 +37,7 @@ def timing_stats(samples_ms: list[float], clock: str, stopped: str | None = None
     return TimingStats(median_ms=statistics.median(ordered), iqr_ms=q3 - q1, mean_ms=statistics.fmean(ordered),
                        min_ms=ordered[0], max_ms=ordered[-1], n=len(ordered), samples_ms=samples_ms, clock=clock,
                        ci_low_ms=low, ci_high_ms=high, stopped=stopped, calls_per_sample=calls_per_sample,
-                       others_cores=others_cores)
+                       others_cores=others_cores, throttled_ms=throttled_ms)
 
 
 def lower_quartile(samples: list[float]) -> float:

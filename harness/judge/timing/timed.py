@@ -23,7 +23,23 @@ class Timed:
     batch: int = 1  # calls per timed command: each time above is per call, the command's over this
     profiled_most: int = 1  # calls per profiled command, at most
     others_cores: float | None = None  # cores processes outside the run kept busy meanwhile, where measured
+    throttled_ms: dict[str, float] | None = None  # a GPU's clocks held down meanwhile, per limit, where read
     gathered: Any = None  # what the device's measurement gathered besides (on the CPU, its sampling)
+
+    def extend(self, again: Timed) -> None:
+        """Add a second timing's calls (a second look) to this one's: the busier machine of the
+        two, and the clock limits of both."""
+        self.reported_ms += again.reported_ms
+        self.wall_ms += again.wall_ms
+        self.stopped = again.stopped
+        self.others_cores = max((share for share in (self.others_cores, again.others_cores) if share is not None),
+                                default=None)
+        if self.throttled_ms is None or again.throttled_ms is None:
+            self.throttled_ms = self.throttled_ms or again.throttled_ms
+        else:
+            limits = self.throttled_ms.keys() | again.throttled_ms.keys()
+            self.throttled_ms = {name: self.throttled_ms.get(name, 0.0) + again.throttled_ms.get(name, 0.0)
+                                 for name in limits}
 
     @property
     def profiled_batch(self) -> int:

@@ -46,3 +46,6 @@ def test_the_end_of_run_table_counts_candidates_timed_on_a_busy_machine():
     busy = summary_table([result("a.py", ["busy_machine"]), result("b.py", ["busy_machine", "no_custom_kernel"]),
                           result("c.py", [])], "index.html")
     assert "timed while other processes kept the CPU busy: 2 (flag busy_machine)" in busy.splitlines()
+    throttled = summary_table([result("a.py", ["gpu_throttled"]), result("b.py", [])], "index.html")
+    assert "timed while the GPU's clocks were held down: 1 (flag gpu_throttled)" in throttled.splitlines()
+    assert "held down" not in busy
