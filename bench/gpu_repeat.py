@@ -33,8 +33,9 @@ def judged(candidates: Path, out: Path, extra: list[str]) -> tuple[dict[str, dic
     subprocess.run([sys.executable, "-m", "harness", "eval", str(candidates), "--problems", str(ROOT / "problems"),
                     "--device", "cuda", "--out", str(out), "--db", str(out / "results.db"), *extra],
                    check=False, stdout=subprocess.DEVNULL)
-    results = {}
-    for line in (out / "results.jsonl").read_text().splitlines():
+    results: dict[str, dict] = {}
+    written = out / "results.jsonl"
+    for line in (written.read_text().splitlines() if written.exists() else []):  # none: a run that failed to start
         record = json.loads(line)
         results[record["candidate"]] = record
     return results, time.monotonic() - began

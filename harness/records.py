@@ -215,7 +215,8 @@ class TimingStats(BaseModel):
     n: int
     samples_ms: list[float]
     # cuda_device: the GPU's own time per call, the host's path into it left out (worker/timing.py);
-    # cuda_event: events around the call and the host's path into it (before schema 9, or torch before 2.8).
+    # cuda_event: events around the call and the host's path into it (before schema 9; since, with a
+    # torch before 2.8, which has no hold: the host's path in, the join's own latency left out).
     clock: Literal["cuda_device", "cuda_event", "perf_counter"]
     ci_low_ms: float | None = None  # the median's 95% confidence interval (order statistics)
     ci_high_ms: float | None = None

@@ -17,8 +17,8 @@ import contextlib
 import math
 import os
 import time
-from collections.abc import Callable
-from typing import ContextManager, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import torch
 
@@ -110,17 +110,16 @@ class GpuMeasurement(Measurement):
         super().__init__(worker)
         self.reference = reference
 
-    def window(self, timed: Timed) -> ContextManager:
-        return self._limits_read(timed) if self.worker.gpu is not None else contextlib.nullcontext()
-
     @contextlib.contextmanager
-    def _limits_read(self, timed: Timed):
-        """How long the GPU's clocks were held down meanwhile (judge/nvml.py), into `timed`."""
-        before = nvml.limited_ns(self.worker.gpu)
+    def window(self, timed: Timed) -> Iterator[None]:
+        """The timing's quiet, and how long the GPU's clocks were held down meanwhile (judge/nvml.py)."""
+        gpu = self.worker.gpu
+        before = nvml.limited_ns(gpu) if gpu is not None else None
         try:
-            yield
+            with self.quiet():
+                yield
         finally:
-            timed.throttled_ms = nvml.throttled_between(before, nvml.limited_ns(self.worker.gpu))
+            timed.throttled_ms = nvml.throttled_between(before, nvml.limited_ns(gpu) if gpu is not None else None)
 
     def handed_over(self, reply: Reply, calls: int, phase: str) -> tuple[Reply, float]:
         if not reply.ok:

@@ -53,7 +53,7 @@ def limited_ns(gpu: int) -> dict[str, int] | None:
     for name, policy in LIMITS.items():
         with contextlib.suppress(nvml.NVMLError):  # a limit this GPU does not report
             counted[name] = int(nvml.nvmlDeviceGetViolationStatus(handle, policy).violationTime)
-    return counted
+    return counted or None  # none reported: nothing read, rather than nothing held down
 
 
 def throttled_between(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, float] | None:

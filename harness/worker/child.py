@@ -288,9 +288,11 @@ class Session:
     """One loaded model plus the problem that feeds it inputs."""
 
     def __init__(self, job: WorkerJob, problem: types.ModuleType, model: torch.nn.Module, buffer: CommitBuffer,
-                 default_math: tuple[bool, bool] = STRICT_FP32, feed: FeedFile | None = None):
+                 default_math: tuple[bool, bool] = STRICT_FP32, feed: FeedFile | None = None,
+                 clock: GpuClock | None = None):
         """`default_math`: PyTorch's own math flags, as this process started with them; `feed`:
-        where the parent writes fed inputs."""
+        where the parent writes fed inputs; `clock`: a GPU's (None on the CPU), set up before any
+        of the candidate's code ran (`load`)."""
         self.job, self.default_math = job, default_math
         self.problem = problem
         self.model = model
@@ -302,7 +304,7 @@ class Session:
         self.last_fed: tuple[list[TensorRef], int] | None = None  # the last timed command's fed inputs and calls
         self.next_rows: tuple[tuple, list[list[torch.Tensor]]] | None = None  # rows for a command like it (`prepare_rows`)
         self.timed_model = torch.compile(model) if job.compile_baseline else model
-        self.clock = GpuClock() if job.device == "cuda" else None
+        self.clock = clock
         self.unsummarized: tuple[float, torch.autograd.profiler.profile] | None = None  # the last profiled timed call
 
     def release(self) -> None:
@@ -654,9 +656,10 @@ def load(conn: Connection, job: WorkerJob, buffer: CommitBuffer, feed: FeedFile,
     sizes candidates are checked at); None when that failed (the reply says how)."""
     phase = Phase.load
     try:
+        clock = gpu_clock(job.device)
         problem, model_cls = load_model_class(job)
         phase = Phase.init
-        session = Session(job, problem, build_model(job, problem, model_cls), buffer, default_math, feed)
+        session = Session(job, problem, build_model(job, problem, model_cls), buffer, default_math, feed, clock)
         params = param_digests(session.model)
     except CANDIDATE_RAISES as exc:
         send_model(conn, Reply(ok=False, failure=failure(phase, exc)))
@@ -664,6 +667,19 @@ def load(conn: Connection, job: WorkerJob, buffer: CommitBuffer, feed: FeedFile,
     alt = alternative_sizes(problem, job.device) if job.role == "reference" else None
     send_model(conn, Reply(ok=True, params=params, alt_sizes=alt))
     return session
+
+
+def gpu_clock(device: str) -> GpuClock | None:
+    """The GPU's clock (worker/timing.py), before the candidate's code is imported: its hold
+    compiled and its join latency measured with nothing of the candidate's running (a thread it
+    started could have slowed the joins the latency is measured on, and the latency is what work
+    left on other streams is charged beyond)."""
+    if device != "cuda":
+        return None
+    try:
+        return GpuClock()
+    except Exception as exc:  # NVRTC or the driver, not the candidate: the message says so
+        raise RuntimeError(f"the harness's GPU clock could not be set up: {exc}") from exc
 
 
 def new_profiler(device: str) -> torch.autograd.profiler.profile:

@@ -36,14 +36,15 @@ MIN_FLUSH_BYTES = 256 * 1024 * 1024
 # beside the flush; a longer host path shows as the GPU waiting for launches, inside the time.
 HOLD_US = 200
 # A device-wide join this much slower than the worker's own (its median over JOIN_SAMPLES empty
-# joins) is work past the timed stream's end; less is the host's wake-up jitter.
+# joins) is work past the timed stream's end, all of it the call's; less is the host's wake-up
+# jitter (a candidate gains at most this much a call by leaving work on another stream).
 JOIN_SLACK_MS = 0.005
 JOIN_SAMPLES = 21
 HOLD_SOURCE = r"""
-extern "C" __global__ void harness_hold(int ns) {
-    unsigned long long start, now;
+extern "C" __global__ void harness_hold(int us) {
+    unsigned long long start, now, until = 1000ULL * (unsigned int) us;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < (unsigned long long) ns);
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < until);
 }
 """
 
@@ -81,9 +82,11 @@ def hold_shape(sms: int, threads_per_sm: int) -> tuple[int, int]:
 
 
 def joined_ms(on_stream_ms: float, join_ms: float, own_join_ms: float) -> float:
-    """A call's device time: its work on the timed stream, and the part of the device-wide join
-    after it that is slower than the worker's own join (work left on other streams)."""
-    return on_stream_ms + max(0.0, join_ms - own_join_ms - JOIN_SLACK_MS)
+    """A call's device time: its work on the timed stream, and where the device-wide join after it
+    took JOIN_SLACK_MS longer than the worker's own join, all of that difference (work left on
+    other streams). At least a nanosecond: a reply says no call took nothing."""
+    late_ms = join_ms - own_join_ms
+    return max(1e-6, on_stream_ms + (late_ms if late_ms > JOIN_SLACK_MS else 0.0))
 
 
 class GpuClock:
@@ -105,16 +108,16 @@ class GpuClock:
             self.flush.zero_()
         _device_synchronize()  # the device is idle: nothing earlier can leak into this call
         if self.hold is not None:
-            self.hold(grid=(self.hold_grid, 1, 1), block=(self.hold_block, 1, 1), args=[HOLD_US * 1000], stream=stream)
+            self.hold(grid=(self.hold_grid, 1, 1), block=(self.hold_block, 1, 1), args=[HOLD_US], stream=stream)
         _record_event(start, stream)
         began = _perf_counter_ns()
-        with watch():
+        with watch():  # the profiler's stop, after the block, is no call's time
             call()
             returned = _perf_counter_ns()
             _record_event(stream_end, stream)
             _device_synchronize()  # every stream: work hidden on side streams ends before the join
-        _record_event(joined, stream)
-        _device_synchronize()
+            _record_event(joined, stream)
+            _device_synchronize()
         elapsed = joined_ms(_event_elapsed_ms(start, stream_end), _event_elapsed_ms(stream_end, joined),
                             self.own_join_ms)
         return CallTime(elapsed, (returned - began) / 1e6)

@@ -11,7 +11,7 @@ from harness.worker.timing import HOLD_US, GpuClock, time_call
 
 pytestmark = pytest.mark.gpu
 CALLS = 50
-SLEEP_CYCLES = 400_000  # torch.cuda._sleep: about 0.2 ms on an H100, four times the hold
+SLEEP_CYCLES = 400_000  # torch.cuda._sleep: about 0.2 ms on an H100, about the hold
 
 
 @pytest.fixture(scope="module")

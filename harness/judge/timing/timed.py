@@ -31,6 +31,7 @@ class Timed:
         two, and the clock limits of both."""
         self.reported_ms += again.reported_ms
         self.wall_ms += again.wall_ms
+        self.host_ms += again.host_ms
         self.stopped = again.stopped
         self.others_cores = max((share for share in (self.others_cores, again.others_cores) if share is not None),
                                 default=None)
