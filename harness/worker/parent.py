@@ -524,8 +524,10 @@ class Worker:
             return self._died(phase, code)
         if worker is None or not os.path.exists(f"/proc/{worker}"):
             # Gone altogether: its launcher reaped it and is ending as it ended (beside two busy
-            # loops the launcher was still on its way out when the read failed).
-            return self._died(phase, None if processes.stopped(self.pid) else self._wait_exit(EXIT_GRACE_S))
+            # loops the launcher was still on its way out when the read failed). Frozen on its way
+            # out, it is let go to end: with its worker gone it has nothing else to run.
+            processes.signal_all([self.pid], signal.SIGCONT)
+            return self._died(phase, self._wait_exit(EXIT_GRACE_S))
         return self._stopped(StopReason.broke_protocol, error)
 
     def _died(self, phase: str, code: int | None = None) -> WorkerStopped:
