@@ -95,8 +95,9 @@ class GpuClock:
     def __init__(self, flush: bool = True):
         self.flush = flush_buffer() if flush else None
         properties = torch.cuda.get_device_properties(torch.cuda.current_device())
+        # Not every torch says how many threads an SM holds; 2048 is every data-centre GPU's since Volta.
         self.hold_grid, self.hold_block = hold_shape(properties.multi_processor_count,
-                                                     properties.max_threads_per_multi_processor)
+                                                     getattr(properties, "max_threads_per_multi_processor", 2048))
         self.hold = _compile_kernel(HOLD_SOURCE, "harness_hold") if HOLDS else None
         self.own_join_ms = self._own_join_ms()
 
