@@ -24,7 +24,7 @@ def idle_timed(self, command):
     sets = self.timed_inputs(command)
     self.uncommitted = [torch.empty_like(inputs[0]) for inputs in sets]
     pending[:] = sets
-    return 1e-6 * command.calls
+    return child.CallTime(1e-6 * command.calls, 1e-6 * command.calls)
 
 
 def busy_locate(self):
