@@ -195,3 +195,17 @@ def test_a_batch_too_short_for_the_bound_stops_a_timing_that_insists():
         timed, objection = Timer(cpu(FakeWorker()), plan(fixed=10), random.Random(9), batch=batch, cap=64,
                                  insist=insist).run(profiled=0)
         assert objection is None and len(timed.reported_ms) == 10
+
+
+def test_the_hosts_time_into_each_call_is_recorded_per_call_where_the_worker_says():
+    class SaysHost(FakeWorker):
+        def request(self, command, phase):
+            reply = super().request(command, phase)
+            if command.op == "timed" and not command.profile:
+                return reply.model_copy(update={"host_ms": 0.25 * command.calls})
+            return reply
+
+    timed, _ = Timer(cpu(SaysHost()), plan(fixed=6), random.Random(3), batch=4, cap=4).run(profiled=0)
+    assert timed.host_ms == [0.25] * len(timed.reported_ms) == [0.25] * 6
+    silent, _ = Timer(cpu(FakeWorker()), plan(fixed=3), random.Random(3)).run(profiled=0)
+    assert silent.host_ms == []  # a worker that does not say: nothing recorded, no zeros
