@@ -16,7 +16,7 @@ from ..worker.pace import REAL_TIME, Pace
 from ..worker.parent import KEPT_DEPTH, KEPT_FILES, Placement, StopReason, Worker, WorkerStopped
 from ..worker.protocol import MAX_LINE_CHARS, MAX_MESSAGE_CHARS, Failure, WorkerJob
 from .cache import TORCH_BATON, BuildCache, BuildOutcome, BuildStatus, key_lock
-from .compiler_log import is_build_failure
+from .compiler_log import is_build_failure, tool_stopped
 from .header import variant_for
 
 
@@ -62,6 +62,9 @@ def _run_build_worker(candidate: Candidate, problem: Problem, config: EvalConfig
             return BuildOutcome(key=key_dir.name, status=BuildStatus.built, seconds=seconds,
                                 protections=worker.protections)
         if reply.failure and is_build_failure(reply.failure.exc_type, reply.failure.message):
+            if tool_stopped(worker.log_head() + reply.failure.message):  # not the code's outcome: never cached
+                return BuildOutcome(key=key_dir.name, status=BuildStatus.deferred, seconds=seconds,
+                                    protections=worker.protections)
             seen, now = kept
             return BuildOutcome(key=key_dir.name, status=BuildStatus.failed, seconds=seconds,
                                 failure=kept_failure(reply.failure, seen, now),

@@ -19,7 +19,19 @@ NOISE = re.compile(r"ninja: build stopped|collect2: error|Error building extensi
                    r"subprocess\.CalledProcessError|RuntimeError: Error|\w\.(?:cpp|cc|h):\d+\]", re.IGNORECASE)
 BUILD_FAILURE = re.compile(r"Error (building|compiling objects for) extension")
 OWN_SOURCES = re.compile(r"^(main\.cpp|cuda\.cu|.*\.(cu|cpp|cc|cuh))$")
+# A compiler, assembler or linker stopped by a signal or a resource limit (gcc: "Killed signal
+# terminated program cc1plus", "File size limit exceeded signal terminated program"; nvcc: "'cicc'
+# died due to signal 9"; a shell: "Killed", "File size limit exceeded"): not what the code makes
+# of the toolchain. Without namespaces a red team had set a rival's compiler RLIMIT_FSIZE to 0, and
+# its compile_error was cached as the honest candidate's (2026-12-07).
+TOOL_STOPPED = re.compile(r"signal terminated program|died due to signal|\bKilled\b|File size limit exceeded|"
+                          r"CPU time limit exceeded|Segmentation fault|Bus error", re.IGNORECASE)
 MAX_MESSAGE = 300
+
+
+def tool_stopped(log: str) -> bool:
+    """Whether a build's log shows one of its tools stopped by a signal or a limit (TOOL_STOPPED)."""
+    return TOOL_STOPPED.search(log) is not None
 
 
 def is_build_failure(exc_type: str, message: str) -> bool:

@@ -26,3 +26,17 @@ def test_the_first_error_does_not_depend_on_which_source_finished_compiling_firs
     for log in (binding + kernel, kernel + binding):
         first = parse_compiler_output(log)[0]
         assert first.file == "cuda.cu" and "getCurrentCUDAStream" in first.message, log
+
+
+def test_a_tool_stopped_by_a_signal_or_a_limit_is_told_from_a_compile_error():
+    """Such a build is never cached as the code's outcome (builds/ahead.py): a rival had set a
+    compiler's RLIMIT_FSIZE to 0, and an honest candidate's compile_error was cached."""
+    from harness.builds.compiler_log import tool_stopped
+
+    for stopped in ("c++: fatal error: Killed signal terminated program cc1plus",
+                    "c++: internal compiler error: File size limit exceeded signal terminated program as",
+                    "nvcc error   : 'cicc' died due to signal 9 (Kill signal)",
+                    "/bin/sh: line 1: 1234 Killed                  c++ -c main.cpp"):
+        assert tool_stopped(stopped), stopped
+    assert not tool_stopped("main.cpp:4:5: error: 'custom_conv2d_cuda' was not declared in this scope")
+    assert not tool_stopped("cuda.cu(119): error: namespace \"torch::cuda\" has no member \"getCurrentCUDAStream\"")
