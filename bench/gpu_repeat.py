@@ -46,7 +46,9 @@ def timed_speedup(record: dict) -> float | None:
     PyTorch's own work) the reference's median over its own."""
     if record.get("speedup"):
         return record["speedup"]
-    timing = record.get("timing")
+    timing, paired = record.get("timing"), record.get("reference_paired_timing")
+    if timing and paired:
+        return statistics.median(ref / own for ref, own in zip(paired["samples_ms"], timing["samples_ms"]))
     reference = record.get("reference_recalibrated_timing") or record.get("reference_timing")
     return reference["median_ms"] / timing["median_ms"] if timing and reference else None
 

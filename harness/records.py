@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # 5: the outputs' commit timed apart in timing_bound. 6: others_cores in timings, and busy_machine.
 # 7: library_cpu_ms_per_call and the reference's. 8: sparse_library_cpu_ms_per_call and the reference's.
 # 9: host_ms_per_call and the reference's; a GPU's timings in device time (clock "cuda_device").
-RESULT_SCHEMA_VERSION = 9
+# 10: reference_paired_timing, and a speedup from the pairs with its speedup_interval where it is set.
+RESULT_SCHEMA_VERSION = 10
 
 Precision = Literal["fp32", "fp16", "bf16"]
 Baseline = Literal["eager", "compile"]
@@ -332,6 +333,10 @@ class Measured(BaseModel):
     # The reference timed again just before this candidate's timing, when that was surely faster
     # (the machine had drifted): the speedup is against it (judge/reference.py, surely_faster).
     reference_recalibrated_timing: TimingStats | None = None
+    # A GPU run: the reference's commands timed in alternation with the candidate's, one after each
+    # of its recorded ones (judge/timing/protocol.py): its samples pair with `timing`'s in order, and
+    # the speedup is their ratios' median (drift of the GPU between the two cancels in each ratio).
+    reference_paired_timing: TimingStats | None = None
     # The harness's own clock around the timed calls, per call, overhead included: a bound on the
     # timings reported from inside the workers.
     wall_ms_per_call: float | None = None
@@ -431,6 +436,8 @@ class Result(Measured, Heading):
     evaluating the candidate measured, and the evidence for the verdict."""
 
     evidence: list[str] = Field(default_factory=list)  # compiler lines, traceback tail, signal
+    # The speedup's distribution-free 95% interval, [low, high], where it comes from paired timings.
+    speedup_interval: list[float] | None = None
     compiler_diagnostics: list[CompilerDiagnostic] = Field(default_factory=list)
     diagnosis: Diagnosis | None = None
     recorded_at: str | None = None
@@ -438,7 +445,7 @@ class Result(Measured, Heading):
     @property
     def speedup_reference_timing(self) -> TimingStats | None:
         """The reference timing the speedup is against."""
-        return self.reference_recalibrated_timing or self.reference_timing
+        return self.reference_paired_timing or self.reference_recalibrated_timing or self.reference_timing
 
 
 class MachineInfo(BaseModel):
@@ -464,4 +471,5 @@ class RunInfo(BaseModel):
     sandbox: SandboxReport | None = None
     precision_policy: str = PRECISION_POLICY
     timing_clock: str | None = None  # what the timings, and so the speedups, measure (the device's `clock_means`)
+    speedup_means: str | None = None  # how a speedup is made of them (the device's `speedup_means`)
     interference: list[str] = Field(default_factory=list)  # changes to the results that no worker could have made

@@ -36,13 +36,21 @@ class FakeWorker:
 
     gpu: int | None = None  # no GPU of this process: a GPU measurement reads none of its state
 
-    def __init__(self, elapsed_ms=1.0, summary_s=0.0, call_s=0.0, clock=None):
+    def __init__(self, elapsed_ms=1.0, summary_s=0.0, call_s=0.0, clock=None, unobserved_ms=0.0):
+        """`unobserved_ms`: the work each stop finds it did between being signalled and stopping."""
         self.commands, self.elapsed_ms, self.summary_s, self.call_s = [], elapsed_ms, summary_s, call_s
+        self.unobserved_ms = unobserved_ms
         self.clock = clock
         self.summarized: list[int] = []
         self.ops: list[str] = []  # every command's op, in order, with the parent's checks ("check")
         self.spoiled: list[list[int]] = []  # each `spoil`'s addresses
         self.sent = 0
+
+    @contextlib.contextmanager
+    def stopped_all(self, purpose):
+        self.ops.append("stopped")
+        yield self.unobserved_ms
+        self.ops.append("resumed")
 
     def spoil(self, addresses, phase):
         self.ops.append("spoil")

@@ -73,6 +73,12 @@ class Device(ABC):
     hardware_floor: ClassVar[bool] = False  # the reference measures the device's floor (peak FLOP/s and bytes/s)
     default_math: ClassVar[bool] = False  # the reference is timed again under PyTorch's default math flags
     own_checks: ClassVar[str | None] = None  # the package of the device's own checks
+    # Each of a candidate's recorded timed commands is followed by one of the reference's, the
+    # candidate stopped (timing/protocol.py): the speedup is their ratios' median.
+    pairs: ClassVar[bool] = False
+    speedup_means: ClassVar[str] = (
+        "the reference's median (timed before the problem's candidates, or again right before this candidate's "
+        "timing where that was surely faster) over the candidate's median as the harness's clock vouches for it")
 
     def __init__(self, pace: Pace = REAL_TIME):
         self.pace = pace

@@ -167,6 +167,10 @@ class Gpu(Device):
     warm_spares = True
     hardware_floor = True
     default_math = True
+    pairs = True
+    speedup_means = ("the median, over pairs of commands timed in alternation (each of the candidate's followed by "
+                     "one of the reference's, the candidate's processes stopped), of the reference's time over the "
+                     "candidate's, held to the harness's clock; with its 95% interval (speedup_interval)")
 
     def reference_measurement(self, reference: ReferenceAccess, own: bool) -> Measurement:
         return GpuMeasurement(reference.worker)

@@ -238,6 +238,15 @@ class ReferenceRunner:
                              timing=timing_stats(timed.reported_ms[max(uncounted, UNTIMED_CALLS):], self.device.clock,
                                                  timed.stopped, timed.batch, timed.others_cores, timed.throttled_ms))
 
+    def paired_command(self) -> float:
+        """One timed command of its own batch, made now: its time a call (paired with a candidate's
+        command just before, timing/protocol.py)."""
+        measured, timed = self.measured, Timed()
+        timer = Timer(self.device.reference_measurement(self, own=False), TimingPlan.of(self.config), self.rng,
+                      "paired reference command", batch=measured.batch, cap=measured.batch_cap)
+        self._checked(lambda: timer.command(timed), "paired command")
+        return timed.reported_ms[0]
+
     def profiled_now(self, calls: int) -> Timed:
         """`calls` profiled commands and as many plain ones (of its own batch), after a warm-up,
         made now: what the profiler costs the reference on the machine as it is when a

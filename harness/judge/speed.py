@@ -66,9 +66,15 @@ def measurement(ev: Evaluation) -> Measurement:
     return ev.device.candidate_measurement(ev.worker, ev.reference, ev.reference.measured)
 
 
+def paired(ev: Evaluation) -> float | Verdict:
+    """A reference command made right after one of the candidate's, with nothing of the
+    candidate's running: the reference's time a call in that pair."""
+    return reference_alone(ev, "a reference command paired with its own", ev.reference.paired_command)
+
+
 def timer(ev: Evaluation, batch: int) -> Timer:
     return Timer(measurement(ev), TimingPlan.of(ev.config), ev.rng, batch=batch, cap=ev.reference.measured.batch_cap,
-                 insist=True)
+                 insist=True, pair=(lambda: paired(ev)) if ev.device.pairs else None)
 
 
 def time_candidate(ev: Evaluation) -> tuple[Verdict | None, Timed]:
@@ -99,11 +105,13 @@ def time_candidate(ev: Evaluation) -> tuple[Verdict | None, Timed]:
     observed.reference_host_ms_per_call = median_or_none(measured.timed.host_ms)
     ev.device.observe(observed, own, measured.timed)
     observed.reference_recalibrated_timing = surely_faster(measured.timing, recalibration.timing)
+    if own.paired_ms:
+        observed.reference_paired_timing = timing_stats(own.paired_ms, ev.device.clock, own.stopped, measured.batch)
     observed.timing_bound = bound
     observed.vouched_median_ms = vouched
     if measured.floor:
         observed.floor_fraction = round(measured.floor.floor_ms / vouched, 4) if vouched > 0 else None
-    against: TimingStats = observed.reference_recalibrated_timing or measured.timing
+    against: TimingStats = observed.reference_paired_timing or observed.reference_recalibrated_timing or measured.timing
     return ev.decide(Moment.timing, Timing(observed.timing, against, vouched, disagreement, measured.floor,
                                            own.threads_alive)), own
 

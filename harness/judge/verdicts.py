@@ -20,6 +20,7 @@ from ..worker.parent import StopReason, WorkerStop
 from ..worker.protocol import Failure, Reply
 from .checking import Finding
 from .checks.inconsistent_when_timed import FLAG as INCONSISTENT_WHEN_TIMED
+from .timing.stats import paired_speedup, ratios
 
 NO_CUDA = re.compile(r"Torch not compiled with CUDA|No CUDA GPUs are available|CUDA_HOME environment variable|"
                      r"Found no NVIDIA driver|No module named 'triton'|cannot find CUDA|nvcc: not found", re.IGNORECASE)
@@ -228,6 +229,15 @@ def passed() -> Verdict:
 
 # -- the record --------------------------------------------------------------------------------
 
+def paired(observed: Observations) -> tuple[float, float, float] | None:
+    """A paired timing's speedup and its 95% interval (timing/stats.py, `paired_speedup`), held to
+    the parent's clock as the candidate's median is; None where its timing was not paired."""
+    reference, mine, vouched = observed.reference_paired_timing, observed.timing, observed.vouched_median_ms
+    if reference is None or mine is None or not vouched or not (pairs := ratios(reference.samples_ms, mine.samples_ms)):
+        return None
+    return paired_speedup(pairs, min(1.0, mine.median_ms / vouched))
+
+
 def result(subject: Subject, verdict: Verdict, observed: Observations) -> Result:
     """The Result of a verdict: an `ok` carries its speedup and what was noticed on the way; any
     other verdict carries its own reason and evidence."""
@@ -238,9 +248,11 @@ def result(subject: Subject, verdict: Verdict, observed: Observations) -> Result
             return None
         return speedup(reference.median_ms, observed.vouched_median_ms)
 
+    pairs = paired(observed) if ok else None
     return Result(
         **subject.model_dump(), status=verdict.status,
-        speedup=against(observed.reference_recalibrated_timing or observed.reference_timing),
+        speedup=pairs[0] if pairs else against(observed.reference_recalibrated_timing or observed.reference_timing),
+        speedup_interval=[pairs[1], pairs[2]] if pairs else None,
         speedup_default_math=against(observed.reference_default_math_timing), error=verdict.error,
         flags=observed.flags + [f for f in verdict.flags if f not in observed.flags],
         phase=None if ok else verdict.phase or observed.phase,

@@ -72,6 +72,17 @@ def test_corrected_conv_kernels_and_triton_are_correct(shipped):
         assert shipped[name]["timing"]["clock"] == "cuda_device"
 
 
+def test_each_timed_command_is_paired_with_the_references_and_the_speedup_carries_its_interval(shipped):
+    """The reference's command right after each of the candidate's: the speedup is their ratios'
+    median, inside its own 95% interval."""
+    for name in ("conv2d_square/cuda_direct_conv.py", "softmax/triton_softmax.py", "bias_gelu_residual/cuda_fused.py"):
+        result = shipped[name]
+        paired = result["reference_paired_timing"]
+        assert paired["n"] == result["timing"]["n"] == 10 and paired["clock"] == "cuda_device", name
+        low, high = result["speedup_interval"]
+        assert low <= result["speedup"] <= high, (name, result["speedup"], low, high)
+
+
 def test_cuda_builds_happen_ahead_and_compile_errors_need_no_gpu_worker(shipped):
     for name, result in shipped.items():
         if result["kind"] == "cuda":

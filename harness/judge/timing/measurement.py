@@ -63,6 +63,13 @@ class Measurement(ABC):
         """Held around one timed command's request and reply."""
         return contextlib.nullcontext()
 
+    def stopped_at_reply(self, phase: str) -> ContextManager[float]:
+        """Entered the moment a timed command's reply is in, before anything else, and held while
+        the parent looks at it (a verified command's checked calls read): whatever keeps the
+        worker from working unobserved meanwhile. It yields the ms of work the worker did between
+        the reply and that hold, charged to the command."""
+        return contextlib.nullcontext(0.0)
+
     @abstractmethod
     def handed_over(self, reply: Reply, calls: int, phase: str) -> tuple[Reply, float]:
         """After a timed command's reply: the reply with its outputs described, and how many ms

@@ -12,10 +12,17 @@ timed calls follow one another without the reference's work in between. The work
 call was checked only once its outputs are copied (or compared, past the memory budget).
 
 How each step is measured on a device (how outputs are handed over, what is held around the
-calls, what else is gathered) is the device's Measurement (measurement.py)."""
+calls, what else is gathered) is the device's Measurement (measurement.py).
+
+A paired timing (`pair`, where the device pairs: a GPU) follows each recorded command with one of
+the reference's, the candidate's processes stopped: drift of the machine between the two lands in
+neither's ratio, and it is the ratios' median interval that must come within ±1% (a GPU's clocks
+and a process's host path had moved sub-millisecond speedups 4% to 27% between two runs timed
+minutes apart, docs/performance.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
@@ -73,6 +80,7 @@ class ShortBatch:
 
 
 Check = Callable[[list[Call]], object]  # a verified command's chosen calls: an objection or None
+Pair = Callable[[], object]  # a reference command paired with the last recorded one: its time a call (float), or an objection
 
 
 class TimingPlan(BaseModel):
@@ -96,12 +104,13 @@ class Timer:
     outputs); nothing of the choice reaches the worker before that."""
 
     def __init__(self, measure: Measurement, plan: TimingPlan, rng: random.Random, phase: str = "timing",
-                 batch: int = 1, cap: int = 1, insist: bool = False):
+                 batch: int = 1, cap: int = 1, insist: bool = False, pair: Pair | None = None):
         """`measure`: the device's measurement of this worker; `batch`: calls per timed command, at
         most `cap` (`warm_up` sizes it when `cap` allows more than one); `insist`: a batch too short
-        for the bound stops the timing (`ShortBatch`)."""
+        for the bound stops the timing (`ShortBatch`); `pair`: each recorded command is followed by
+        the reference's (`Timed.paired_ms`)."""
         self.measure, self.worker, self.plan, self.rng, self.phase = measure, measure.worker, plan, rng, phase
-        self.batch, self.cap, self.insist = batch, cap, insist
+        self.batch, self.cap, self.insist, self.pair = batch, cap, insist, pair
         self._planned_at = 0.0  # when the plan of the last `run` had its timing stop
 
     def seed(self) -> int:
@@ -165,17 +174,19 @@ class Timer:
             # unchecked now and then.
             verify = check is not None and (len(seeds) > 1 or
                                             self.rng.random() < (VERIFY_EARLY if commands < EARLY_CALLS else VERIFY_LATE))
-            reply, fed, wall_ms = self._call(timed, seeds, profile=profiled, sampled=sampled)
-            commands += 1
-            if not reply.ok:
-                return reply
-            if verify and (drained_ms := self.measure.drained_ms()):
-                # Work a worker queued after its last call's end runs while the parent reads the
-                # checked outputs, off the clock (an unverified command's is waited for inside the
-                # next one): the time the device stays busy with it is this command's.
-                (timed.profiled_wall_ms if profiled else timed.wall_ms)[-1] += drained_ms / len(seeds)
-            # The outputs are copied before the worker gets another command (its profile's included).
-            objection = check(self._chosen(seeds, reply, fed)) if verify else None
+            with contextlib.ExitStack() as held:  # a verified command's worker, held from its reply through the check
+                reply, fed, wall_ms = self._call(timed, seeds, profile=profiled, sampled=sampled,
+                                                 held=held if verify else None)
+                commands += 1
+                if not reply.ok:
+                    return reply
+                if verify and (drained_ms := self.measure.drained_ms()):
+                    # Work a worker queued after its last call's end runs while the parent reads the
+                    # checked outputs, off the clock (an unverified command's is waited for inside the
+                    # next one): the time the device stays busy with it is this command's.
+                    (timed.profiled_wall_ms if profiled else timed.wall_ms)[-1] += drained_ms / len(seeds)
+                # The outputs are copied before the worker gets another command (its profile's included).
+                objection = check(self._chosen(seeds, reply, fed)) if verify else None
             if objection is not None:
                 return objection
             if profiled and not (summary := self._profile(timed)).ok:
@@ -184,7 +195,18 @@ class Timer:
                 return settled
             if self.insist and not profiled and self.batch < self.cap and wall_ms < BATCH_MS / 2:
                 return ShortBatch(self.batch, wall_ms)
+            if self.pair is not None and not profiled and not sampled:
+                if not isinstance(paired := self.pair(), float):
+                    return paired
+                timed.paired_ms.append(paired)
         return None
+
+    def command(self, timed: Timed) -> Reply:
+        """One recorded command of the timer's batch, by itself, its outputs let go after it (a
+        reference's command paired with a candidate's)."""
+        reply, _, _ = self._call(timed, [self.seed() for _ in range(self.batch)], profile=False)
+        released = self.measure.let_go(self.phase)
+        return reply if not reply.ok or released.ok else released
 
     def _chosen(self, seeds: list[int], reply: Reply, fed: list[TensorRef] | None) -> list[Call]:
         """The calls of a verified command whose outputs are checked, chosen now, in secret."""
@@ -214,25 +236,31 @@ class Timer:
             timed.profiles.append(summary.profile.per_call(timed.profiled_batch))
         return summary
 
-    def _call(self, timed: Timed | None, seeds: list[int], profile: bool,
-              sampled: bool = False) -> tuple[Reply, list[TensorRef] | None, float]:
+    def _call(self, timed: Timed | None, seeds: list[int], profile: bool, sampled: bool = False,
+              held: contextlib.ExitStack | None = None) -> tuple[Reply, list[TensorRef] | None, float]:
         """One timed command, a call per seed: recorded per call in `timed` (None: not recorded)
         if it succeeded; the reply, where its inputs were fed (if they were), and its time by the
-        parent's clock, the hand-over of its outputs included (`Measurement.handed_over`). Fed
-        inputs go with no seeds. A `sampled` command's time is not recorded."""
+        parent's clock, the hand-over of its outputs included (`Measurement.handed_over`), and the
+        work the worker did after its reply, before it was stopped (`Measurement.stopped_at_reply`,
+        held until `held` closes, where given). Fed inputs go with no seeds. A `sampled` command's
+        time is not recorded."""
         if not (released := self.measure.let_go(self.phase)).ok:
             return released, None, 0.0
         fed, calls = self.measure.inputs(seeds), len(seeds)
         command = Command(op="timed", seeds=[] if fed is not None else seeds, calls=calls, fed=fed, profile=profile,
                           locate=self.measure.locates)
-        with self.measure.watching(calls, profile, sampled):
-            sent = time.perf_counter()
-            reply = self.worker.request(command, self.phase)
-            replied = time.perf_counter()
-        # Whatever the measurement does once the reply is in (reading its own watch) is not the
-        # worker's time: the wall ends at the reply, its outputs' hand-over added.
-        reply, handover_ms = self.measure.handed_over(reply, calls, self.phase)
-        wall_ms = (replied - sent) * 1000 + handover_ms
+        with contextlib.ExitStack() as own:
+            with self.measure.watching(calls, profile, sampled):
+                sent = time.perf_counter()
+                reply = self.worker.request(command, self.phase)
+                replied = time.perf_counter()
+                # First of all, the worker stopped: what the measurement does next (closing its
+                # watch) takes long enough for a candidate's threads to finish unobserved what
+                # the reply pretends is done.
+                after_ms = (held or own).enter_context(self.measure.stopped_at_reply(self.phase)) if reply.ok else 0.0
+            # The wall ends at the reply; its outputs' hand-over and the work after it are added.
+            reply, handover_ms = self.measure.handed_over(reply, calls, self.phase)
+        wall_ms = (replied - sent) * 1000 + handover_ms + after_ms
         if not reply.ok or timed is None:
             return reply, fed, wall_ms
         timed.threads_alive = max(timed.threads_alive, reply.threads_alive)
@@ -278,6 +306,6 @@ class Timer:
             return None
         if n * timed.batch >= plan.max_trials:  # calls, a batch's each: max_trials is at least min_trials
             return "max_trials"
-        if converged(timed.reported_ms):
+        if converged(timed.paired_ratios if self.pair is not None else timed.reported_ms):
             return "converged"
         return "time_budget" if time.monotonic() - began >= plan.budget_s else None

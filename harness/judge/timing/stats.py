@@ -20,6 +20,19 @@ def median_interval(samples: list[float]) -> tuple[float, float]:
     return ordered[max(0, math.floor(n / 2 - spread))], ordered[min(n - 1, math.ceil(n / 2 + spread))]
 
 
+def ratios(reference_ms: list[float], candidate_ms: list[float]) -> list[float]:
+    """Per pair of commands, the reference's time over the candidate's: its speedup in that pair."""
+    return [theirs / mine for theirs, mine in zip(reference_ms, candidate_ms) if mine > 0]
+
+
+def paired_speedup(ratios: list[float], correction: float = 1.0) -> tuple[float, float, float]:
+    """The speedup of a paired timing (the median of its pairs' ratios) with its distribution-free
+    95% interval, each times `correction` (the candidate's median reported time over the median its
+    clock vouches for: below 1 where the clock held it to more)."""
+    low, high = median_interval(ratios)
+    return statistics.median(ratios) * correction, low * correction, high * correction
+
+
 def converged(samples: list[float]) -> bool:
     low, high = median_interval(samples)
     median = statistics.median(samples)

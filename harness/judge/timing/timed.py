@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...worker.protocol import Profile
+from .stats import ratios
 
 
 @dataclass
@@ -16,6 +17,9 @@ class Timed:
     wall_ms: list[float] = field(default_factory=list)  # the command, and its outputs' hand-over where timed apart
     commit_ms: list[float] = field(default_factory=list)  # the hand-over alone (a GPU's commit)
     host_ms: list[float] = field(default_factory=list)  # the host's time into the calls, where the worker said
+    # Per recorded command, the reference's time a call in a command of its own made right after it
+    # with this worker stopped (a paired timing, `Timer.pair`): where a device pairs them.
+    paired_ms: list[float] = field(default_factory=list)
     profiles: list[Profile] = field(default_factory=list)
     profiled_wall_ms: list[float] = field(default_factory=list)  # the parent's clock around the profiled calls
     stopped: str = "max_trials"
@@ -46,6 +50,11 @@ class Timed:
     def profiled_batch(self) -> int:
         """Calls per profiled command."""
         return min(self.batch, self.profiled_most)
+
+    @property
+    def paired_ratios(self) -> list[float]:
+        """Per paired command, the reference's time over this worker's: its speedup in that pair."""
+        return ratios(self.paired_ms, self.reported_ms)
 
     @property
     def overhead_ms(self) -> list[float]:

@@ -1,6 +1,7 @@
 """The reference's recalibration: the per-call overhead a candidate's wall times are held to, and
 the reference time its speedup is against; a first timing dragged up by slow calls looked at twice."""
 
+import random
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +13,8 @@ from harness.judge.reference import ReferenceRunner, needs_second_look, surely_f
 from harness.judge.timing.timed import Timed
 from harness.judge.timing.stats import timing_stats
 from harness.records import EvalConfig, TimingStats
+
+from tests.fakes import FakeWorker
 
 
 def recalibrating(median_ms: float, overheads: list[float], device: str = "cuda"):
@@ -159,3 +162,12 @@ def test_a_reference_timed_within_its_usual_spread_is_timed_once():
     assert asked == [1] and runner.measured.timing.median_ms == 166.0
     assert needs_second_look([369.0, 80.0, 98.0, 80.0, 80.0]) is False  # one slow call moves no median
     assert needs_second_look([]) is False
+
+
+def test_a_paired_command_is_one_timed_command_of_the_references_own_batch():
+    runner = ReferenceRunner.__new__(ReferenceRunner)
+    runner.config, runner.device, runner.rng = EvalConfig(device="cuda"), Gpu(), random.Random(0)
+    runner.worker = FakeWorker(elapsed_ms=0.25)
+    runner.measured = SimpleNamespace(batch=8, batch_cap=64)
+    assert runner.paired_command() == 0.25
+    assert runner.worker.ops == ["timed", "commit"] and runner.worker.commands[0].calls == 8

@@ -49,7 +49,7 @@ class Recording:
     @contextlib.contextmanager
     def stopped_all(self, purpose):
         self.events.append((self.name, "stopped"))
-        yield
+        yield 0.0  # no work seen between a signal and the stop
         self.events.append((self.name, "resumed"))
 
     def log_head(self) -> str:
@@ -76,6 +76,10 @@ class Reference(Recording):
     def profiled_now(self, calls):
         self.events.append((self.name, f"{calls} profiled calls"))
         return self.now
+
+    def paired_command(self):
+        self.events.append((self.name, "paired command"))
+        return 2.0
 
     def output_like(self):
         return []
@@ -329,3 +333,27 @@ def test_a_timing_the_clock_contradicts_is_measured_once_more_and_the_second_sta
     forger, measured = timings_reporting(monkeypatch, 1e-6, 1e-6)
     assert time_candidate(forger)[0] is None and len(measured) == 2
     assert forger.observed.flags == ["timing_disagrees"] and forger.observed.vouched_median_ms == pytest.approx(1.5)
+
+
+def test_on_a_gpu_each_timed_command_is_paired_with_a_reference_command_made_with_the_candidate_stopped(idle):
+    """The device idle around it too, as around a recalibration; a CPU timing pairs nothing."""
+    events: list = []
+    idle[:] = [True, True]
+    assert speed.timer(timing_phase("cuda", events), 1).pair() == 2.0
+    assert events == [("candidate", "stopped"), ("reference", f"idle within {IDLE_WAIT_S:g} s"),
+                      ("reference", "paired command"), ("reference", "idle within 0 s"), ("candidate", "resumed")]
+    assert speed.timer(timing_phase("cpu", []), 1).pair is None
+
+
+def test_a_paired_timing_records_the_references_side_as_the_timing_its_speedup_is_against(monkeypatch):
+    ev, measured = timings_reporting(monkeypatch, 1.5, 1.5)
+    measured_timing = speed._measured
+
+    def paired(ev, spares):
+        timed, recalibration = measured_timing(ev, spares)
+        timed.paired_ms = [3.0] * len(timed.reported_ms)
+        return timed, recalibration
+    monkeypatch.setattr(speed, "_measured", paired)
+    assert time_candidate(ev)[0] is None
+    assert ev.observed.reference_paired_timing.samples_ms == [3.0] * 9
+    assert ev.observed.reference_paired_timing.calls_per_sample == ev.reference.measured.batch

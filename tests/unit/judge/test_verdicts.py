@@ -2,8 +2,9 @@
 
 from harness.judge.checking import TimedInputs, TimedOutputs
 from harness.judge.checks import inconsistent_when_timed, input_mutation
-from harness.judge.verdicts import of_checked_timed_calls, of_failure, of_findings, of_trial, speedup
-from harness.records import CheckResult, Status
+from harness.judge.timing.stats import timing_stats
+from harness.judge.verdicts import of_checked_timed_calls, of_failure, of_findings, of_trial, paired, result, speedup
+from harness.records import CheckResult, Observations, Status, Subject, Verdict
 from harness.worker.protocol import Failure
 
 NINJA_LOG = """\
@@ -125,3 +126,25 @@ def test_a_wrong_timed_output_in_memory_shared_between_calls_is_a_mismatch_that_
     assert of_checked_timed_calls(wrong, shared_memory=False) == wrong
     mutated = of_findings([input_mutation.on_timed_call(TimedInputs(1, [0]))])
     assert of_checked_timed_calls(mutated, shared_memory=True) == mutated
+
+
+def test_a_paired_timings_speedup_is_its_ratios_median_with_its_interval_held_to_the_clock():
+    """Each reference sample pairs with the candidate's made just before it: a GPU twice as slow
+    for the second half of the timing moves neither ratio. The parent's clock vouching for a
+    larger median than reported lowers the speedup and its interval alike; never raises them."""
+    mine = timing_stats([1.0] * 10 + [2.0] * 10, "cuda_device")
+    theirs = timing_stats([4.0] * 10 + [8.0] * 10, "cuda_device")
+    subject = Subject(run_id="r", problem="p", candidate="c.py", candidate_hash="h")
+    observed = Observations(timing=mine, reference_timing=timing_stats([3.0] * 5, "cuda_device"),
+                            reference_paired_timing=theirs, vouched_median_ms=mine.median_ms)
+    assert paired(observed) == (4.0, 4.0, 4.0)
+    held = result(subject, Verdict(status=Status.ok), observed)
+    assert held.speedup == 4.0 and held.speedup_interval == [4.0, 4.0] and held.speedup_reference_timing == theirs
+    observed.vouched_median_ms = 2 * mine.median_ms
+    assert result(subject, Verdict(status=Status.ok), observed).speedup == 2.0
+    observed.vouched_median_ms = mine.median_ms / 2
+    assert result(subject, Verdict(status=Status.ok), observed).speedup == 4.0
+    unpaired = observed.model_copy(update={"reference_paired_timing": None, "vouched_median_ms": mine.median_ms})
+    assert result(subject, Verdict(status=Status.ok), unpaired).speedup == 3.0 / 1.5
+    assert result(subject, Verdict(status=Status.ok), unpaired).speedup_interval is None
+    assert result(subject, Verdict(status=Status.mismatch), observed).speedup is None

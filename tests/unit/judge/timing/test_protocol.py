@@ -2,7 +2,10 @@
 checked and profiled, batches sized by the parent's clock, each step measured as the device says."""
 
 import contextlib
+import itertools
 import random
+
+import pytest
 
 from harness.cpu.measurement import PROFILED_BATCH
 from harness.judge.timing.measurement import CHECKED_PER_BATCH
@@ -59,7 +62,8 @@ def test_a_checked_calls_outputs_are_copied_before_the_worker_gets_another_comma
         worker = FakeWorker()
         Timer(cpu(worker), plan(fixed=20), random.Random(seed)).run(check=lambda calls: worker.ops.append("check"),
                                                                profiled=2)
-        pairs = list(zip(worker.ops, worker.ops[1:]))
+        ops = [op for op in worker.ops if op not in ("stopped", "resumed")]
+        pairs = list(itertools.pairwise(ops))
         assert ("profile", "check") not in pairs
         checked_and_profiled += pairs.count(("check", "profile"))
     assert checked_and_profiled  # some profiled calls were checked: the order was put to the test
@@ -209,3 +213,37 @@ def test_the_hosts_time_into_each_call_is_recorded_per_call_where_the_worker_say
     assert timed.host_ms == [0.25] * len(timed.reported_ms) == [0.25] * 6
     silent, _ = Timer(cpu(FakeWorker()), plan(fixed=3), random.Random(3)).run(profiled=0)
     assert silent.host_ms == []  # a worker that does not say: nothing recorded, no zeros
+
+
+def test_a_paired_timing_follows_each_recorded_command_with_the_references():
+    """Never a profiled command: its time is not a recorded one, and pairs only recorded ones."""
+    worker, paired_after = FakeWorker(), []
+
+    def pair():
+        paired_after.append(len(worker.commands))
+        return 2.0
+    timed, _ = Timer(cpu(worker), plan(fixed=8), random.Random(3), pair=pair).run(profiled=2)
+    recorded = [i + 1 for i, c in enumerate(worker.commands) if not c.profile]
+    assert paired_after == recorded and timed.paired_ms == [2.0] * 8 and timed.paired_ratios == [2.0] * 8
+
+
+def test_a_paired_timing_stops_once_its_ratios_hold_however_both_drift():
+    """The machine slows the candidate's calls and the reference's alike: their times never
+    converge, each pair's ratio does at once."""
+    class Drifting(FakeWorker):
+        def request(self, command, phase):
+            self.elapsed_ms *= 1.05
+            return super().request(command, phase)
+    worker = Drifting()
+    drifting, _ = Timer(cpu(worker), plan(max_trials=40), random.Random(4)).run(profiled=0)
+    assert drifting.stopped == "max_trials"
+    worker = Drifting()
+    paired, _ = Timer(cpu(worker), plan(max_trials=40), random.Random(4), pair=lambda: 3 * worker.elapsed_ms).run(profiled=0)
+    assert paired.stopped == "converged" and len(paired.reported_ms) == 5
+    assert paired.paired_ratios == pytest.approx([3.0] * 5)
+
+
+def test_a_pair_that_objects_stops_the_timing():
+    objection = object()
+    timed, failed = Timer(cpu(FakeWorker()), plan(fixed=5), random.Random(5), pair=lambda: objection).run(profiled=0)
+    assert failed is objection and timed.paired_ms == [] and len(timed.reported_ms) == 1
