@@ -13,6 +13,7 @@ import os
 import platform
 import resource
 import signal
+from typing import NamedTuple
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -49,6 +50,7 @@ FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL
 READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
 DEVICE = FS_READ_FILE | FS_WRITE_FILE | FS_READ_DIR | FS_TRUNCATE | FS_IOCTL_DEV  # use device nodes, create nothing
 OWN_PROC = FS_READ_FILE | FS_WRITE_FILE | FS_READ_DIR | FS_TRUNCATE  # /proc/<pid> of the worker itself
+PROC_ENTRIES = "/proc/"  # what lies below procfs's root
 
 CONFINE_FAILED = 97  # a launcher's exit code when a protection it was asked for could not be applied
 
@@ -56,6 +58,9 @@ PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+SYS_CAPSET = {"x86_64": 126, "aarch64": 91}.get(platform.machine(), -1)
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 # seccomp: per machine, seccomp's own number and, per system call it may deny, that call's rules:
 # (audit arch, number, the ioctl request it is denied for or None for every use) under each ABI
@@ -69,6 +74,42 @@ DENIABLE = {"x86_64": {"sched_setaffinity": [(X86_64, 203, None), (I386, 241, No
                                        (X86_64, 514, USERFAULTFD_IOC_NEW), (I386, 54, USERFAULTFD_IOC_NEW)]},
             "aarch64": {"sched_setaffinity": [(AARCH64, 122, None)],
                         "userfaultfd": [(AARCH64, 282, None), (AARCH64, 29, USERFAULTFD_IOC_NEW)]}}
+# Calls that act on another process: denied but for the caller itself (a pid of 0 or its own, and
+# for setpriority and ioprio_set a `which` of the process), or denied outright (no worker reads
+# another's memory, traces, or holds a pidfd). prlimit, setpriority and sched_* on another process
+# need only the same uid, which neither Landlock nor the other filters govern: without namespaces a
+# red team's workers set the harness's RLIMIT_CPU (it was killed), gave every reference an
+# RLIMIT_CPU and rivals an RLIMIT_AS, and pinned honest workers to one core (2026-12-07). Per call:
+# its numbers (x86-64, i386) and which argument is the pid ({"only": ...} the values allowed, "self"
+# standing for the caller's pid), or None: denied outright. A check is (argument, allowed values).
+SELF = "self"
+PID_0_OR_SELF = (0, SELF)
+# Signals: scoped to the worker's own processes by Landlock from ABI 6 (its descendants included:
+# torch.compile's pool of compile workers is signalled by its own worker); to the caller itself by
+# this filter where Landlock cannot scope them.
+SIGNALS = {
+    "kill": ((62, 37), ((0, (SELF,)),)), "tgkill": ((234, 270), ((0, (SELF,)),)), "tkill": ((200, 238), None),
+    "rt_sigqueueinfo": ((129, 178), ((0, (SELF,)),)), "rt_tgsigqueueinfo": ((297, 335), ((0, (SELF,)),)),
+    "pidfd_send_signal": ((424, 424), None),
+}
+OTHER_PROCESSES = {
+    "prlimit64": ((302, 340), ((0, PID_0_OR_SELF),)),
+    "setpriority": ((141, 97), ((0, (0,)), (1, PID_0_OR_SELF))),  # which: PRIO_PROCESS
+    "ioprio_set": ((251, 289), ((0, (1,)), (1, PID_0_OR_SELF))),  # which: IOPRIO_WHO_PROCESS
+    "sched_setparam": ((142, 154), ((0, PID_0_OR_SELF),)), "sched_setscheduler": ((144, 156), ((0, PID_0_OR_SELF),)),
+    "sched_setattr": ((314, 351), ((0, PID_0_OR_SELF),)),
+    "migrate_pages": ((256, 294), ((0, PID_0_OR_SELF),)), "move_pages": ((279, 317), ((0, PID_0_OR_SELF),)),
+    "perf_event_open": ((298, 336), ((1, PID_0_OR_SELF),)),
+    "ptrace": ((101, 26), None), "process_vm_readv": ((310, 347), None), "process_vm_writev": ((311, 348), None),
+    "kcmp": ((312, 349), None), "pidfd_open": ((434, 434), None), "pidfd_getfd": ((438, 438), None),
+    "process_madvise": ((440, 440), None),
+}
+# Sockets of these families (AF_UNIX where the worker sees no GPU: a GPU's driver may speak to its
+# daemons on one), and i386's socketcall, which multiplexes them: without namespaces a worker had
+# sent its findings over UDP to 127.0.0.1 and over unix sockets (2026-12-07).
+AF_UNIX, AF_INET, AF_INET6, AF_PACKET, AF_VSOCK = 1, 2, 10, 17, 40
+NETWORK_FAMILIES = (AF_INET, AF_INET6, AF_PACKET, AF_VSOCK)
+KEEP_TO_ITSELF_MACHINES = {"x86_64"}  # where the numbers above are known (with the i386 ABI)
 X32_BIT = 0x40000000  # x32's syscalls are x86-64's with this bit set
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
 # A filtered process keeps the kernel's default speculation mitigations: before Linux 5.16 the
@@ -79,6 +120,7 @@ BPF_LD_ABS, BPF_AND, BPF_JEQ, BPF_RET = 0x20, 0x54, 0x15, 0x06  # with BPF_W and
 # Offsets in struct seccomp_data: the call's number, its ABI, and its second argument's low word
 # (little-endian; an ioctl's request is 32 bits).
 SECCOMP_DATA_NR, SECCOMP_DATA_ARCH, SECCOMP_DATA_ARG1 = 0, 4, 24
+SECCOMP_DATA_ARGS = 16  # the first argument's low word; each is 8 bytes
 NEXT_RULE, DENIED = "next rule", "denied"  # jump targets, resolved by _deny_filter
 
 CLONE_NEWNS = 0x00020000
@@ -147,6 +189,9 @@ def landlock(abi: int, rules: list[tuple[str, int]]) -> None:
 
 
 def _add_rule(ruleset: int, path: str, rights: int) -> None:
+    """A rule below /proc keeps its path open (never closed) for the life of this process: a rule
+    holds an inode, and procfs makes a new one for a path whose dentry it dropped (memory
+    pressure; `drop_caches` took a worker's read of its own /proc/<pid> and /proc/cpuinfo away)."""
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -158,7 +203,8 @@ def _add_rule(ruleset: int, path: str, rights: int) -> None:
         if _libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
             raise _fail(f"landlock_add_rule({path})")
     finally:
-        os.close(fd)
+        if not path.startswith(PROC_ENTRIES):
+            os.close(fd)
 
 
 def enter_namespaces(pid: bool) -> None:
@@ -259,30 +305,110 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _rule(arch: int, number: int, request: int | None) -> list[tuple]:
-    """One rule's instructions, their jumps to NEXT_RULE or DENIED still symbolic."""
-    head = [(BPF_LD_ABS, 0, 0, SECCOMP_DATA_ARCH), (BPF_JEQ, 0, NEXT_RULE, arch),  # another ABI
+class Only(NamedTuple):
+    """A check of a rule: the call is denied unless its argument `argument` is one of `values`."""
+
+    argument: int
+    values: tuple[int, ...]
+
+
+class AnyOf(NamedTuple):
+    """A check of a rule: the call is denied where its argument `argument` is one of `values`."""
+
+    argument: int
+    values: tuple[int, ...]
+
+
+def _rule(arch: int, number: int, test: int | tuple | None = None) -> list[tuple]:
+    """One rule's instructions, ending in its own EPERM (every jump stays short), their jumps to
+    NEXT_RULE or DENIED still symbolic. `test`: None, the call is denied; an int, denied where its
+    second argument is that (an ioctl's request); else a tuple of checks (Only, AnyOf), each of
+    which denies it."""
+    code = [(BPF_LD_ABS, 0, 0, SECCOMP_DATA_ARCH), (BPF_JEQ, 0, NEXT_RULE, arch),  # another ABI
             (BPF_LD_ABS, 0, 0, SECCOMP_DATA_NR), (BPF_AND, 0, 0, ~X32_BIT & 0xFFFFFFFF)]
-    if request is None:
-        return head + [(BPF_JEQ, DENIED, NEXT_RULE, number)]
-    return head + [(BPF_JEQ, 0, NEXT_RULE, number), (BPF_LD_ABS, 0, 0, SECCOMP_DATA_ARG1),
-                   (BPF_JEQ, DENIED, NEXT_RULE, request)]
+    if test is None:
+        return code + [(BPF_JEQ, DENIED, NEXT_RULE, number), (BPF_RET, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM)]
+    if isinstance(test, int):
+        test = (AnyOf(1, (test,)),)
+    code.append((BPF_JEQ, 0, NEXT_RULE, number))
+    for index, check in enumerate(test):
+        code.append((BPF_LD_ABS, 0, 0, SECCOMP_DATA_ARGS + 8 * check.argument))
+        last_check = index == len(test) - 1
+        for at, value in enumerate(check.values):
+            last = at == len(check.values) - 1
+            onward = NEXT_RULE if last_check else len(check.values) - at - 1  # past this check's values
+            if isinstance(check, Only):
+                code.append((BPF_JEQ, onward, DENIED if last else 0, value & 0xFFFFFFFF))
+            else:
+                code.append((BPF_JEQ, DENIED, (NEXT_RULE if last_check else 0) if last else 0, value & 0xFFFFFFFF))
+    return code + [(BPF_RET, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM)]
 
 
-def _deny_filter(rules: list[tuple[int, int, int | None]]) -> list[tuple[int, int, int, int]]:
-    """A BPF program: EPERM for each rule's (audit arch, number, ioctl request) of `rules`, all
-    else allowed. Jumps are relative and forward only: each rule's go to the next rule's first
-    instruction, or to the EPERM at the end."""
-    blocks = [_rule(*rule) for rule in rules]
-    allow = sum(map(len, blocks))
+def _deny_filter(rules: list[tuple]) -> list[tuple[int, int, int, int]]:
+    """A BPF program: EPERM for each rule's (audit arch, number, test) of `rules` (`_rule`), all
+    else allowed. Jumps are relative and forward only, each within its rule or to the next's start."""
     program: list[tuple[int, int, int, int]] = []
-    for block in blocks:
+    for block in (_rule(*rule) for rule in rules):
         start = len(program)
-        targets = {NEXT_RULE: start + len(block), DENIED: allow + 1}
+        targets = {NEXT_RULE: start + len(block), DENIED: start + len(block) - 1}
         for offset, (code, jt, jf, k) in enumerate(block):
             jump = lambda to: to if isinstance(to, int) else targets[to] - (start + offset) - 1  # noqa: E731
             program.append((code, jump(jt), jump(jf), k))
-    return program + [(BPF_RET, 0, 0, SECCOMP_RET_ALLOW), (BPF_RET, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM)]
+    return program + [(BPF_RET, 0, 0, SECCOMP_RET_ALLOW)]
+
+
+def other_process_rules(machine: str, own_pid: int, sockets: tuple[int, ...], signals: bool) -> list[tuple]:
+    """The rules (`_rule`) that keep a process to itself: OTHER_PROCESSES (and SIGNALS, with
+    `signals`) with `own_pid` for SELF, and socket() of the families `sockets` (i386's socketcall
+    denied outright). For x86-64 (with its i386 ABI) only: none elsewhere."""
+    if machine not in KEEP_TO_ITSELF_MACHINES:
+        return []
+    rules = []
+    for numbers, checks in [*OTHER_PROCESSES.values(), *(SIGNALS.values() if signals else ())]:
+        test = None if checks is None else tuple(
+            Only(argument, tuple(own_pid if value == SELF else value for value in allowed)) for argument, allowed in checks)
+        rules += [(arch, number, test) for arch, number in zip((X86_64, I386), numbers)]
+    if sockets:
+        rules += [(arch, number, (AnyOf(0, sockets),)) for arch, number in ((X86_64, 41), (I386, 359))]
+        rules.append((I386, 102, None))  # socketcall
+    return rules
+
+
+def keeps_to_itself_here() -> bool:
+    """Whether `keep_to_itself` can hold on this machine: its call numbers known, seccomp there."""
+    return platform.machine() in KEEP_TO_ITSELF_MACHINES and filters_hold()
+
+
+def keep_to_itself(sockets: tuple[int, ...], signals: bool) -> bool | None:
+    """From now on this process (every thread, and every process it starts) may not limit,
+    reprioritise, trace or read another process (nor, with `signals`, signal one), nor open sockets
+    of the families `sockets` (`other_process_rules`, this process's pid standing for itself).
+    None where no rules are known for this machine; False where the kernel refused the filter."""
+    rules = other_process_rules(platform.machine(), os.getpid(), sockets, signals)
+    return _install(_deny_filter(rules)) if rules else None
+
+
+def drop_capabilities() -> None:
+    """Every capability gone from this process for good: the bounding set (where it may change
+    it), the ambient, inheritable, permitted and effective sets. A worker running as root without
+    user namespaces had kept CAP_SYS_PTRACE, and read the harness's environment through /proc."""
+    with open("/proc/sys/kernel/cap_last_cap") as last:
+        for capability in range(int(last.read()) + 1):
+            if _libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 and ctypes.get_errno() not in (errno.EPERM, errno.EINVAL):
+                raise _fail("prctl(PR_CAPBSET_DROP)")
+    if _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+        raise _fail("prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
+    header, data = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    if _libc.syscall(SYS_CAPSET, ctypes.byref(header), data) != 0:
+        raise _fail("capset")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
 def deny(names: list[str]) -> bool:
@@ -292,7 +418,12 @@ def deny(names: list[str]) -> bool:
     machine = platform.machine()
     if machine not in SECCOMP_CALL:
         return False
-    program = _deny_filter([call for name in names for call in DENIABLE[machine][name]])
+    return _install(_deny_filter([call for name in names for call in DENIABLE[machine][name]]))
+
+
+def _install(program: list[tuple[int, int, int, int]]) -> bool:
+    """`program` as this process's seccomp filter, on every thread (no_new_privs set first)."""
+    machine = platform.machine()
     filters = (_SockFilter * len(program))(*[_SockFilter(*instruction) for instruction in program])
     prog = _SockFprog(len(program), filters)
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

@@ -111,6 +111,8 @@ def _become_worker(rules: dict, channel: int, buffer: int, feed: int) -> int:
                                    dev=rules["dev"])
         if rules["landlock_abi"]:
             confine.landlock(rules["landlock_abi"], _landlock_rules(rules))
+        if rules["to_itself"]:
+            _keep_to_itself(rules)
     except OSError as exc:
         return _refused(exc)
     if channel < 0:
@@ -120,7 +122,20 @@ def _become_worker(rules: dict, channel: int, buffer: int, feed: int) -> int:
     return worker_main(channel, buffer, feed)
 
 
+def _keep_to_itself(rules: dict) -> None:
+    """No capability left, and no acting on another process (signals too where Landlock cannot
+    scope them, before ABI 6) nor opening network sockets (unix ones too for a worker that sees no
+    GPU). Last: mounts and Landlock needed what this takes away."""
+    sockets = confine.NETWORK_FAMILIES + (() if rules["unix_sockets"] else (confine.AF_UNIX,))
+    if confine.keep_to_itself(sockets, signals=rules["landlock_abi"] < 6) is False:
+        raise confine.ConfineError("the seccomp filter that keeps a worker to itself was refused")
+    confine.drop_capabilities()
+
+
 def _landlock_rules(rules: dict) -> list[tuple[str, int]]:
+    """The worker's rules; /proc/self resolved here, by the worker itself (before torch, one
+    thread): its own /proc/<pid>, not that of a process it starts (those read none of theirs
+    where /proc is not all readable: sandbox.HOST_PROC)."""
     full = confine.handled_fs(rules["landlock_abi"])
     return ([(path, confine.READ) for path in rules["read"]] + [(path, confine.DEVICE) for path in rules["device"]]
             + [(path, full) for path in rules["write"]] + [("/proc/self", confine.OWN_PROC)])

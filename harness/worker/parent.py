@@ -191,11 +191,16 @@ def _scratch_dir(role: str, env: dict[str, str]) -> tuple[Path, str]:
 
 class Watchdog:
     """Polls a worker's process tree and scratch space; past a limit it kills the tree (through
-    `kill`, which knows whether the tree is still there) and says why."""
+    `kill`, which knows whether the tree is still there) and says why. The scratch space is what
+    the worker writes in `watched_dirs` together (its scratch dir, and where it builds into the
+    build cache: its key dir, without namespaces), beyond what they held when it started (an
+    earlier build's files in a key dir)."""
 
     def __init__(self, root: int, watched_dirs: list[Path], limits: Limits, kill):
         self.root, self.watched_dirs, self.limits, self._kill = root, watched_dirs, limits, kill
+        self._held_before = self._written(held=0)
         self.violation: str | None = None
+        self.wrote_too_much = False
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
@@ -222,11 +227,15 @@ class Watchdog:
         if memory > limits.host_memory:
             return (f"held {memory / 2**30:.2f} GiB of host memory, over the {limits.host_memory / 2**30:.2f} GiB "
                     "limit (--max-host-memory); killed")
-        for directory in self.watched_dirs:
-            used = processes.directory_bytes(directory, limits.scratch)
-            if used > limits.scratch:
-                return f"wrote over {limits.scratch / 2**30:.2f} GiB to its scratch space (--max-scratch); killed"
+        if self._written(self._held_before) - self._held_before > limits.scratch:
+            self.wrote_too_much = True
+            return f"wrote over {limits.scratch / 2**30:.2f} GiB to its scratch space (--max-scratch); killed"
         return None
+
+    def _written(self, held: int) -> int:
+        """Bytes below the watched dirs, counted only as far as it takes to pass the limit beyond `held`."""
+        enough = self.limits.scratch + held
+        return sum(processes.directory_bytes(directory, enough) for directory in self.watched_dirs)
 
 
 MAX_READ_BUFFERS = 2
@@ -332,7 +341,8 @@ class Worker:
         self.sees_gpu = device == "cuda" and role != "build"
         self.reuses_memory = device == "cpu" and role != "build"
         self.confinement = confinement(placement.sandbox, self.scratch, sees_gpu=self.sees_gpu, env=placement.env,
-                                       key_dir=key_dir, bytecode=placement.bytecode, gpu_node=placement.gpu_node)
+                                       key_dir=key_dir, bytecode=placement.bytecode, gpu_node=placement.gpu_node,
+                                       cuda_run=device == "cuda")
         self.confinement = self.confinement.model_copy(update={"boot_cpus": boot_cpus, "run_dir": run_dir})
         self.key_dir = None if self.confinement.namespaces else key_dir
         spec_path = self.scratch / "launch.json"
@@ -342,7 +352,9 @@ class Worker:
         self._feed = CommitBuffer(sealed_memory_file("harness-feed"))  # and finds a timed call's inputs here (CPU runs)
         self._read_buffers = ReadBuffers()
         self._worker_pid: int | None = None
+        self._worker_pidfd = -1
         self._held_stopped = False  # inside `stopped_all`: a block nested in it keeps the tree stopped
+        self._known_pids: list[int] = []  # what the last `stopped_all` stopped, its launcher aside
         self.sent = 0  # commands sent: what a worker's buffers hold is its last command's
         parent_sock, child_sock = socket.socketpair()
         # The launcher reads end-of-file at its end once this process is gone, however it went (launch.py).
@@ -368,7 +380,8 @@ class Worker:
         self.given_code = False  # whether it was handed candidate code (start)
         self.conn = Connection(parent_sock.detach())
         self._reaping = threading.Lock()  # the launcher's pid stays ours until kill() reaps it
-        self.watchdog = Watchdog(self.process.pid, [self.scratch], placement.sandbox.limits, self._kill_tree) \
+        watched = [self.scratch] + ([self.key_dir] if self.key_dir is not None else [])
+        self.watchdog = Watchdog(self.process.pid, watched, placement.sandbox.limits, self._kill_tree) \
             if placement.sandbox.mode is not SandboxMode.off else None
         if warm_ahead:
             self._send_early(Command(op="boot"))
@@ -456,12 +469,31 @@ class Worker:
     @property
     def worker_pid(self) -> int:
         """The worker's own process, whose memory holds the tensors it locates: the launcher's
-        first child, which the launcher forked before any candidate code ran."""
+        first child, which the launcher forked before any candidate code ran. A pidfd of it is
+        kept (`_stop_worker_at_once`)."""
         if self._worker_pid is None:
-            self._worker_pid = processes.first_child(self.pid)
-            if self._worker_pid is None:
-                raise OSError("the worker's process is gone")
+            self._find_worker()
         return self._worker_pid
+
+    def _find_worker(self) -> None:
+        pid = processes.first_child(self.pid)
+        if pid is None:
+            raise OSError("the worker's process is gone")
+        pidfd = os.pidfd_open(pid)
+        if pid not in processes.children(self.pid):  # reaped and its pid taken meanwhile
+            os.close(pidfd)
+            raise OSError("the worker's process is gone")
+        self._worker_pid, self._worker_pidfd = pid, pidfd
+
+    def _stop_worker_at_once(self) -> None:
+        """SIGSTOP to the worker process, through its pidfd: that process alone, never one that
+        took its pid once it was gone."""
+        try:
+            if self._worker_pid is None:
+                self._find_worker()
+            signal.pidfd_send_signal(self._worker_pidfd, signal.SIGSTOP)
+        except OSError:  # gone: the tree's freeze finds what is left
+            pass
 
     @property
     def protections(self) -> list[str]:
@@ -639,26 +671,37 @@ class Worker:
             yield
 
     @contextlib.contextmanager
-    def stopped_all(self, purpose: str) -> Iterator[None]:
+    def stopped_all(self, purpose: str) -> Iterator[float]:
         """The worker's whole tree stopped (every thread of it) for the block; one nested in
         another resumes nothing at its end (what the outer block reads in several steps, the
-        worker sees none of before the last). A block still open after the phase's timeout has
+        worker sees none of before the last). It yields the CPU time, in ms, the worker's
+        processes spent from just before they were signalled until they had all stopped (0.0
+        nested): work done then was seen by no clock. The worker process is signalled first, its
+        tree looked up after: that reads a file per thread, milliseconds for a worker of thousands,
+        which its other threads would have to themselves. A block still open after the phase's timeout has
         its tree killed: reading memory a worker backs with a thread of its own (a FUSE file, a
         userfaultfd, however it got one) waits on that thread, stopped; killed, it lets go."""
         if self._held_stopped:
-            yield
+            yield 0.0
             return
         frozen: set[int] = set()
         fired = threading.Event()
         overdue = threading.Timer(self.timeout_s, lambda: (fired.set(), self._kill_tree()))
         overdue.daemon = True
         try:
+            # Accounted: what the last stop found (a process started since counts whole); nothing
+            # at a worker's first stop, whose processes' time so far is their boot and load.
+            accounted = self._known_pids
+            cpu_before_ns = processes.cpu_ns(accounted)
+            self._stop_worker_at_once()
             if not processes.freeze(lambda: processes.tree(self.pid), frozen, STOP_WAIT_S):
                 raise self._broke_or_died(f"worker's threads did not stop for {purpose}", purpose)
+            self._known_pids = sorted(frozen - {self.pid})  # the launcher's own time is the harness's
+            unobserved_ms = max(0, processes.cpu_ns(self._known_pids) - cpu_before_ns) / 1e6 if accounted else 0.0
             self._held_stopped = True
             overdue.start()
             try:
-                yield
+                yield unobserved_ms
             except (WorkerStopped, OSError, ValueError):
                 if fired.is_set():
                     raise self._stopped(StopReason.deadline, f"stopped for {purpose}, it was not done within "
@@ -754,13 +797,17 @@ class Worker:
                 processes.kill_tree(self.process.pid)
 
     def kill(self) -> None:
-        """Kill the worker's whole process tree (the launcher last, so no orphan escapes it), then reap it."""
+        """Kill the worker's whole process tree (the launcher last, so no orphan escapes it), then
+        reap it. One killed for writing too much into its key dir of the build cache leaves none of
+        that dir: the cache keeps no junk, and the code is built again where it is needed."""
         if self.watchdog is not None:
             self.watchdog.stop()
         with self._reaping:
             if self.process.returncode is None:
                 processes.kill_tree(self.process.pid)
                 self.process.wait()
+        if self.key_dir is not None and self.watchdog is not None and self.watchdog.wrote_too_much:
+            processes.remove_tree(self.key_dir)
 
     def close(self) -> None:
         """Kill the worker and free what the parent holds for it. Nothing a worker would do at
@@ -772,6 +819,9 @@ class Worker:
         if self._lifeline >= 0:  # after the kill: the launcher is gone and leaves the scratch dir to us
             os.close(self._lifeline)
             self._lifeline = -1  # a second close closes no one else's fd of the same number
+        if self._worker_pidfd >= 0:
+            os.close(self._worker_pidfd)
+            self._worker_pidfd = -1
         self.conn.close()
         self.log.close()
         self.buffer.close()

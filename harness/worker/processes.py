@@ -101,6 +101,18 @@ def freeze(find: Callable[[], Iterable[int]], frozen: set[int], wait_s: float = 
     return False
 
 
+def cpu_ns(pids: Iterable[int]) -> int:
+    """The CPU time the processes `pids` have used so far, all their threads' (ended ones too), in
+    ns: their process CPU clocks (clock_getcpuclockid's, CPUCLOCK_SCHED), 0 for one that is gone."""
+    total = 0
+    for pid in pids:
+        try:
+            total += time.clock_gettime_ns((~pid << 3) | 2)
+        except OSError:
+            pass
+    return total
+
+
 def first_child(pid: int) -> int | None:
     """The child of `pid` that started first (a launcher's worker: every other child it has is an
     orphan of the worker's, adopted later)."""

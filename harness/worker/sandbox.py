@@ -4,7 +4,8 @@ its launcher applies before any candidate code is imported; see launch.py and co
 
 Every worker, build, reference and candidate alike, gets:
 - Landlock: reads only where a Python program, a compiler and CUDA need to (the system
-  directories, the interpreter and its import path, the toolchains); writes only to its own
+  directories, the interpreter and its import path, the toolchains; of /proc, for a worker of a
+  CPU run, its own entries and a few host-wide files only); writes only to its own
   scratch dir (working dir, HOME, TMPDIR, Triton's cache) and, for a build worker, its own key
   dir of the build cache; no TCP bind or connect; no signals or abstract unix sockets outside
   its own domain; device nodes usable but nothing created under /dev, and none of the NVIDIA
@@ -39,7 +40,21 @@ from ..records import Limits, SandboxMode, SandboxReport
 from . import confine
 
 PACKAGE_DIR = str(Path(__file__).resolve().parent.parent)  # the harness package the parent runs
-SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/opt", "/sys", "/proc", "/nix")
+SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt", "/sys", "/nix")
+PROC = "/proc"
+# What of /proc a worker of a CPU run reads besides its own /proc/<pid> (launch.py): the
+# host-wide files torch (cpuinfo, MKL) and glibc read, and the sysctls (cap_last_cap, nvcc's
+# vm/overcommit_memory). Not the other processes' entries: without a PID namespace of its own a
+# worker listed the command lines of 114 of the host's processes (issue 54). Every worker of a
+# CUDA run reads all of /proc: the CUDA driver reads /proc/driver/nvidia, /proc/devices and more,
+# and what nvcc and its tools read there (a build worker's) has not been tried on a GPU.
+HOST_PROC = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys")
+ETC = "/etc"
+# What of /etc no worker reads: password hashes, sudo rules, host, TLS and Kerberos keys. A worker
+# running as root without user namespaces owns them even with every capability dropped (a red
+# team's read /etc/shadow, 2026-12-07); no build or import needs them.
+ETC_SECRETS = frozenset({"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh", "ssl", "security",
+                         "krb5.keytab", "credstore", "credstore.encrypted"})
 MIN_STRICT_ABI = 6  # filesystem, TCP and scoping of signals and abstract sockets
 SHM_BYTES = 1 << 30  # a worker's private /dev/shm
 # Where every namespaced worker sees its scratch dir: an empty directory of this user's that only
@@ -65,6 +80,7 @@ class SandboxPolicy(BaseModel):
     landlock_abi: int = 0
     namespaces: bool = False
     no_userfaultfd: bool = False  # seccomp filters hold here (confine.filters_hold): under every mode
+    to_itself: bool = False  # workers drop every capability and keep to themselves (confine.keeps_to_itself_here)
     limits: Limits
 
     def report(self) -> SandboxReport:
@@ -87,6 +103,9 @@ class SandboxPolicy(BaseModel):
             has(name, not off, "--sandbox off")
         has("no_userfaultfd", self.no_userfaultfd, f"no seccomp filters for {platform.machine()} here: a worker "
             "could make a userfaultfd that hangs the parent's read of its outputs until the phase's timeout")
+        has("workers_keep_to_themselves", self.to_itself, "--sandbox off" if off else
+            f"no seccomp rules for {platform.machine()} here: a worker keeps its capabilities' reach over processes "
+            "of this user (limits, priorities, scheduling) and may open sockets")
         active += ["isolated_imports", "process_tree_kill"]
         return SandboxReport(mode=self.mode, active=active, missing=missing)
 
@@ -138,13 +157,15 @@ def decide_policy(mode: SandboxMode, limits: Limits) -> SandboxPolicy:
                                        python_path=python_path()))
     except OSError:
         namespaces = False
-    if mode is SandboxMode.strict and (abi < MIN_STRICT_ABI or not namespaces):
+    to_itself = confine.keeps_to_itself_here()
+    if mode is SandboxMode.strict and (abi < MIN_STRICT_ABI or not namespaces or not to_itself):
         lacking = [what for what, ok in ((f"Landlock ABI {MIN_STRICT_ABI} or newer (this kernel: {abi or 'none'})",
-                                          abi >= MIN_STRICT_ABI), ("user namespaces", namespaces)) if not ok]
+                                          abi >= MIN_STRICT_ABI), ("user namespaces", namespaces),
+                                         (f"seccomp rules for {platform.machine()} (x86-64 only)", to_itself)) if not ok]
         raise SandboxUnavailable(f"--sandbox strict needs {' and '.join(lacking)}; use --sandbox auto to run with "
                                  "what this kernel offers")
     return SandboxPolicy(mode=mode, landlock_abi=abi, namespaces=namespaces, no_userfaultfd=confine.filters_hold(),
-                         limits=limits)
+                         to_itself=to_itself, limits=limits)
 
 
 class Confinement(BaseModel):
@@ -167,6 +188,10 @@ class Confinement(BaseModel):
     shm_bytes: int = SHM_BYTES
     boot_cpus: list[int] | None = None  # cores to boot on (a worker booted ahead keeps off the timed ones)
     no_userfaultfd: bool = False  # a seccomp filter denies it userfaultfd; where the kernel refuses it, no worker starts
+    # It drops every capability, and a seccomp filter keeps it from acting on other processes and
+    # from network sockets (confine.keep_to_itself), unix ones too where `unix_sockets` is False.
+    to_itself: bool = False
+    unix_sockets: bool = True
 
     @property
     def extensions_dir(self) -> str:
@@ -182,8 +207,10 @@ class Confinement(BaseModel):
         if self.namespaces:
             names += ["user_namespace", "network_namespace", "private_build_dir", "private_tmp"]
         names += ["pid_namespace"] if self.pid_namespace else []
+        names += ["own_proc_only"] if self.landlock_abi and not any(_holds(path, PROC) for path in self.read) else []
         names += ["resource_limits"] if self.rlimits else []
         names += ["no_userfaultfd"] if self.no_userfaultfd else []
+        names += ["no_capabilities", "no_other_processes", "no_network_sockets"] if self.to_itself else []
         names += ["no_gpu_nodes"] if self.landlock_abi and self.device and self.device != [DEV] else []
         # Without Landlock a worker reaches the host's /dev through /proc/<pid>/root of a process of
         # this user outside the run (its ptrace scoping keeps it from there).
@@ -231,8 +258,17 @@ def readable_paths(env: dict[str, str]) -> list[str]:
     HOME, not /tmp, not the results, not the directory the harness runs in."""
     toolchains = [p for name in ("PATH", "LD_LIBRARY_PATH", "CPATH") for p in env.get(name, "").split(os.pathsep)]
     toolchains += [env.get("CUDA_HOME", ""), env.get("CUDA_PATH", "")]
-    return _existing([*SYSTEM_READ, sys.prefix, sys.base_prefix, sys.exec_prefix, PACKAGE_DIR,
+    return _existing([*SYSTEM_READ, *etc_entries(), sys.prefix, sys.base_prefix, sys.exec_prefix, PACKAGE_DIR,
                       *python_path(), *_not_the_users(toolchains)])
+
+
+def etc_entries(etc: str = ETC) -> list[str]:
+    """The entries of /etc a worker may read: all but ETC_SECRETS (none where /etc cannot be listed)."""
+    try:
+        names = sorted(os.listdir(etc))
+    except OSError:
+        return []
+    return [os.path.join(etc, name) for name in names if name not in ETC_SECRETS]
 
 
 def python_path() -> list[str]:
@@ -273,25 +309,32 @@ def own_dev(gpu_node: str | None, dev: str = DEV) -> list[str] | None:
 
 
 def confinement(policy: SandboxPolicy, scratch: Path, *, sees_gpu: bool, env: dict[str, str],
-                key_dir: Path | None = None, bytecode: Path | None = None, gpu_node: str | None = None) -> Confinement:
+                key_dir: Path | None = None, bytecode: Path | None = None, gpu_node: str | None = None,
+                cuda_run: bool = False) -> Confinement:
     """The rules for one worker. With namespaces every worker works in its scratch dir seen at
     CANONICAL_SCRATCH, builds included (their extensions are copied into the cache by the parent),
     so no worker writes the build cache. Without them a worker builds in, or loads from, the key
     dir it must be given here (`key_dir`), and may write there. It reads `bytecode`, if given;
-    `gpu_node` is the device node of the GPU it sees, if any."""
+    `gpu_node` is the device node of the GPU it sees, if any; `cuda_run`: a worker of a run on a
+    GPU, which reads all of /proc (HOST_PROC)."""
     base = Confinement(scratch=str(scratch), workdir=str(scratch), python_path=python_path(),
                        pycache_prefix=str(bytecode) if bytecode else None, no_userfaultfd=policy.no_userfaultfd)
     if policy.mode is SandboxMode.off:
         return base
     limits = policy.limits
-    rlimits = {"RLIMIT_FSIZE": limits.file_size, "RLIMIT_NOFILE": limits.open_files, "RLIMIT_CORE": 0}
+    # No real-time threads (RLIMIT_RTPRIO 0, a worker holding no capability): one of those could
+    # starve the parent between a timed call's reply and the worker's stop (red team, 2026-12-07).
+    rlimits = {"RLIMIT_FSIZE": limits.file_size, "RLIMIT_NOFILE": limits.open_files, "RLIMIT_CORE": 0,
+               "RLIMIT_RTPRIO": 0}
     if policy.namespaces:
         rlimits["RLIMIT_NPROC"] = limits.processes * 8  # threads count too; the watchdog counts processes
         workdir, write = CANONICAL_SCRATCH, [CANONICAL_SCRATCH, "/dev/shm"]
     else:
         workdir, write = str(scratch), [str(scratch)] + ([str(key_dir)] if key_dir else [])
+    read = readable_paths(env) + _existing([base.pycache_prefix, *([PROC] if sees_gpu or cuda_run else HOST_PROC)])
     return base.model_copy(update={
         "landlock_abi": policy.landlock_abi, "namespaces": policy.namespaces,
+        "to_itself": policy.to_itself, "unix_sockets": sees_gpu,  # a GPU's driver may need a unix socket
         "pid_namespace": policy.namespaces and not sees_gpu, "workdir": workdir,
-        "read": readable_paths(env) + _existing([base.pycache_prefix]), "write": write, "device": device_nodes(sees_gpu), "rlimits": rlimits,
+        "read": read, "write": write, "device": device_nodes(sees_gpu), "rlimits": rlimits,
         "dev": own_dev(gpu_node) if policy.namespaces and sees_gpu else None})

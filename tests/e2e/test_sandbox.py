@@ -31,7 +31,7 @@ VICTIM = "a_victim.py"  # a built extension (C++ on a CPU run, CUDA on a GPU run
 # nvcc and g++ on torch headers, two at a time in a CUDA build, hold about 3 GiB together
 HOST_MEMORY = {"cpu": "3G", "cuda": "6G"}
 LIMITS = ["--max-processes", "64", "--max-scratch", "256M", "--max-file-size", "64M"]
-LIMIT_WORDS = {"memory_bomb": "host memory", "fork_bomb": "processes", "disk_fill": "scratch",
+LIMIT_WORDS = {"memory_bomb": "host memory", "fork_bomb": "processes", "disk_fill": "scratch", "disk_fill_cache": "scratch",
                "stdout_flood": "file size limit", "huge_reply": "message over 64 MB"}
 HONEST_RELU = '''
 
@@ -70,13 +70,25 @@ pytestmark = pytest.mark.skipif(not confine.landlock_abi(), reason="needs a kern
 
 
 class Listener:
-    """A TCP listener on 127.0.0.1 that remembers whether anyone connected."""
+    """A TCP listener and a UDP socket on 127.0.0.1 that remember whether anyone connected or sent."""
 
     def __init__(self):
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
-        self.connections = 0
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.udp_port = self.udp.getsockname()[1]
+        self.connections = self.datagrams = 0
         threading.Thread(target=self._accept, daemon=True).start()
+        threading.Thread(target=self._receive, daemon=True).start()
+
+    def _receive(self):
+        while True:
+            try:
+                self.udp.recv(4096)
+            except OSError:
+                return
+            self.datagrams += 1
 
     def _accept(self):
         while True:
@@ -125,10 +137,38 @@ def digests(paths: dict) -> dict[str, str]:
     return found
 
 
-def run_harness(paths: dict, marker: str, db: Path, out: Path, device: str, *extra: str) -> subprocess.CompletedProcess:
+# A host without user namespaces, as root: a container's usual lot. The harness runs in a user
+# namespace of its own whose limit on further user namespaces is 0, mapped to this test's uid.
+NO_USER_NAMESPACES = ["unshare", "--user", "--map-root-user", "sh", "-c",
+                      'echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"', "sh"]
+
+
+# An ordinary user: uid 1000 holding no capability (a process whose uid is not 0 loses them at
+# exec), in a user namespace of its own, which maps it to this test's uid: the test's files are its
+# own as it sees them. Without user namespaces, the namespace above it allows no further one.
+AS_ORDINARY_USER = ["unshare", "--user", "--map-user=1000", "--map-group=1000"]
+NO_USER_NAMESPACES_ORDINARY_USER = ["unshare", "--user", "--map-root-user", "sh", "-c",
+                                    'echo 1 > /proc/sys/user/max_user_namespaces && exec "$@"', "sh",
+                                    *AS_ORDINARY_USER]
+# The matrix of hosts the hostile run is tried on: each a command prefix.
+HOSTS = {"user namespaces": [], "none, as root": NO_USER_NAMESPACES, "user namespaces, an ordinary user": AS_ORDINARY_USER,
+         "none, an ordinary user": NO_USER_NAMESPACES_ORDINARY_USER}
+
+
+def works_here(host: list[str]) -> bool:
+    """Whether a host prefix runs on this machine (unshare(1), and user namespaces to begin with)."""
+    try:
+        return subprocess.run(host + ["true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def run_harness(paths: dict, marker: str, db: Path, out: Path, device: str, *extra: str,
+                host: list[str] | None = None) -> subprocess.CompletedProcess:
     """The harness from the package copy in tmp_path, as a caller would run it: its own HOME,
     TMPDIR and a secret in its environment, the directory it runs in on its import path (as
-    `python -m harness` puts it); `marker` on its command line for the attackers."""
+    `python -m harness` puts it); `marker` on its command line for the attackers; under `host`
+    (a command prefix: NO_USER_NAMESPACES), where given."""
     code = (f"import os, sys; sys.path[:0] = [os.getcwd(), {str(paths['pkg'])!r}]; "
             "from harness.cli import main; sys.exit(main(sys.argv[2:]))")
     args = ["eval", str(paths["candidates"]), "--problems", str(paths["problems"]), "--device", device, "--trials", "20",
@@ -136,7 +176,7 @@ def run_harness(paths: dict, marker: str, db: Path, out: Path, device: str, *ext
             "--out", str(out), "--max-host-memory", HOST_MEMORY[device], *LIMITS, *extra]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update(HOME=str(paths["home"]), TMPDIR=str(paths["scratch"]), HARNESS_TEST_SECRET=SECRET)
-    return subprocess.run([sys.executable, "-c", code, marker, *args], cwd=paths["run"], env=env,
+    return subprocess.run([*(host or []), sys.executable, "-c", code, marker, *args], cwd=paths["run"], env=env,
                           capture_output=True, text=True, timeout=900)
 
 
@@ -161,31 +201,39 @@ def clear_immutable(paths: dict) -> None:
             pass
 
 
-def hostile_run(tmp: Path, device: str):
-    """Run the attackers beside the honest candidates; yields what the tests below look at."""
+def hostile_run(tmp: Path, device: str, host: list[str] | None = None):
+    """Run the attackers beside the honest candidates (under `host`, a command prefix, where
+    given); yields what the tests below look at."""
     paths = layout(tmp)
     listener = Listener()
     marker, daemon_marker = f"harness-test-{uuid.uuid4().hex}", f"harness-daemon-{uuid.uuid4().hex}"
     targets = {"tmp": str(tmp), "home": str(paths["home"]), "other": str(paths["other"]), "pkg": str(paths["pkg"]),
                "db": str(paths["run"] / "h.db"), "out": str(paths["run"] / "out"), "build": str(paths["build"]),
                "problems": str(paths["problems"]), "candidates": str(paths["candidates"]), "port": listener.port,
+               "udp_port": listener.udp_port,
                "marker": marker, "daemon_marker": daemon_marker, "secret": SECRET, "run": str(paths["run"])}
     write_candidates(paths, ATTACKS, targets, device)
     before = digests(paths)
     try:
-        done = run_harness(paths, marker, paths["run"] / "h.db", paths["run"] / "out", device)
+        done = run_harness(paths, marker, paths["run"] / "h.db", paths["run"] / "out", device, host=host)
         time.sleep(6)  # the daemon would act 4 s after its start
         results = {r["candidate"].split("/")[-1]: r for r in
                    map(json.loads, (paths["run"] / "out" / "results.jsonl").read_text().splitlines())}
         yield {"paths": paths, "done": done, "results": results, "before": before, "after": digests(paths),
-               "listener": listener, "markers": (marker, daemon_marker, str(paths["pkg"])), "device": device}
+               "listener": listener, "markers": (marker, daemon_marker, str(paths["pkg"])), "device": device,
+               "host": host}
     finally:
         clear_immutable(paths)
 
 
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory):
-    yield from hostile_run(tmp_path_factory.mktemp("hostile"), "cpu")
+@pytest.fixture(scope="module", params=list(HOSTS))
+def hostile(request, tmp_path_factory):
+    """The hostile run on each kind of host: with user namespaces and without them, as root and as
+    an ordinary user."""
+    host = HOSTS[request.param] or None
+    if host is not None and not works_here(host):
+        pytest.skip(f"cannot make a host of this kind here ({' '.join(host[:2])})")
+    yield from hostile_run(tmp_path_factory.mktemp("hostile"), "cpu", host)
 
 
 def test_the_run_completes_and_says_which_protections_were_active(hostile):
@@ -193,6 +241,12 @@ def test_the_run_completes_and_says_which_protections_were_active(hostile):
     assert done.returncode == 0, done.stderr[-2000:]
     run = json.loads((hostile["paths"]["run"] / "out" / "run.json").read_text())
     assert {"landlock_filesystem", "watchdog", "resource_limits"} <= set(run["sandbox"]["active"])
+    if hostile["host"] in (NO_USER_NAMESPACES, NO_USER_NAMESPACES_ORDINARY_USER):
+        assert "user_namespace" not in run["sandbox"]["active"]
+    elif hostile["host"] == AS_ORDINARY_USER:  # made in one: this host has them
+        assert "user_namespace" in run["sandbox"]["active"]
+    protections = {p for r in hostile["results"].values() for p in r["protections"]}
+    assert {"no_capabilities", "no_other_processes", "no_network_sockets"} <= protections, protections
     assert run["interference"] == []
     assert all(r["protections"] for name, r in hostile["results"].items()), "every worker was confined"
 
@@ -207,6 +261,7 @@ def test_every_attack_gets_a_verdict_with_a_one_line_reason(hostile):
 def test_nothing_outside_the_scratch_dirs_changed(hostile):
     assert hostile["after"] == hostile["before"]
     assert not list(hostile["paths"]["build"].rglob("evil.so"))
+    assert not list(hostile["paths"]["build"].rglob("fill*.bin"))  # what a worker wrote past the limit is not kept
     with sqlite3.connect(hostile["paths"]["other"] / "other_run.db") as other:
         assert other.execute("SELECT status FROM results").fetchall() == [("ok",)]
 
@@ -227,9 +282,27 @@ def test_no_secret_leaves_the_parent_and_no_connection_is_made(hostile):
     assert hostile["listener"].connections == 0
 
 
+def test_no_worker_lists_or_reads_another_process_in_proc(hostile):
+    """Without a PID namespace of its own (hosts without user namespaces) a worker listed the
+    command lines of the host's processes, the harness's among them (issue 54); its Landlock rules
+    now cover its own /proc/<pid> and a few host-wide files only, on every host."""
+    assert hostile["results"]["h_proc_list.py"]["status"] == "ok", hostile["results"]["h_proc_list.py"]["error"]
+    assert all("own_proc_only" in r["protections"] for r in hostile["results"].values())
+    assert hostile["results"][HONEST]["status"] == hostile["results"][VICTIM]["status"] == "ok"
+
+
 def test_signals_cannot_reach_the_harness_or_the_reference(hostile):
     assert hostile["results"]["h_signals.py"]["status"] == "ok"
     assert hostile["results"][HONEST]["status"] == "ok"  # judged after the attack, by the same reference
+
+
+def test_no_worker_limits_starves_or_reprioritises_the_harness_or_the_reference_nor_sends_a_datagram(hostile):
+    """Without namespaces a red team's workers set the harness's RLIMIT_CPU (it was killed), and
+    sent what they found over UDP to 127.0.0.1 (2026-12-07)."""
+    assert hostile["done"].returncode == 0, hostile["done"].stderr[-2000:]
+    assert hostile["results"]["h_other_processes.py"]["status"] == "ok"
+    assert hostile["results"][HONEST]["status"] == "ok"  # judged after the attack, by the same reference
+    assert hostile["listener"].datagrams == 0
 
 
 def test_resource_bombs_are_stopped_with_the_limit_named(hostile):
@@ -247,7 +320,8 @@ def test_forged_build_outcomes_change_no_later_run(hostile):
     paths = hostile["paths"]
     for stale in (paths["candidates"] / "relu_4m").glob("h_*.py"):
         stale.unlink()
-    done = run_harness(paths, "second-run", paths["run"] / "second.db", paths["run"] / "second", hostile["device"])
+    done = run_harness(paths, "second-run", paths["run"] / "second.db", paths["run"] / "second", hostile["device"],
+                       host=hostile["host"])
     assert done.returncode == 0, done.stderr[-2000:]
     results = {r["candidate"].split("/")[-1]: r for r in
                map(json.loads, (paths["run"] / "second" / "results.jsonl").read_text().splitlines())}

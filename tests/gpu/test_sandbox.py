@@ -6,6 +6,7 @@ import pytest
 from tests.e2e.test_sandbox import (hostile_run, test_every_attack_gets_a_verdict_with_a_one_line_reason,  # noqa: F401
                                     test_forged_build_outcomes_change_no_later_run,
                                     test_no_process_of_the_run_is_left,
+                                    test_no_worker_limits_starves_or_reprioritises_the_harness_or_the_reference_nor_sends_a_datagram,
                                     test_no_secret_leaves_the_parent_and_no_connection_is_made,
                                     test_nothing_outside_the_scratch_dirs_changed,
                                     test_resource_bombs_are_stopped_with_the_limit_named,

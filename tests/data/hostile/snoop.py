@@ -1,7 +1,16 @@
 import os
 
+
+def pids():
+    """Every process /proc lists; where the list is closed, every pid up to a little past this one's."""
+    try:
+        return [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return [str(pid) for pid in range(1, os.getpid() + 1000)]
+
+
 LEAKED = []
-for name in os.listdir("/proc"):
+for name in pids():
     try:
         with open(f"/proc/{name}/cmdline", "rb") as cmdline:
             text = cmdline.read().decode(errors="replace")

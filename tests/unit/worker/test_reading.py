@@ -42,6 +42,7 @@ def worker_reading(code: str, *args: str) -> Worker:
     worker = Worker.__new__(Worker)  # only the process, the buffer and the read buffers are used
     worker.buffer, worker.gpu, worker._read_buffers, worker._held_stopped = CommitFile(), None, ReadBuffers(), False
     worker.timeout_s, worker._reaping = 60.0, threading.Lock()
+    worker._worker_pid, worker._worker_pidfd, worker._known_pids, worker.key_dir = None, -1, [], None
     worker.process = subprocess.Popen([sys.executable, "-c", code, str(worker.buffer.fd), *args],
                                       pass_fds=[worker.buffer.fd], stdout=subprocess.PIPE)
     return worker
@@ -150,6 +151,61 @@ def test_a_worker_that_writes_on_after_its_reply_is_read_whole_and_goes_on():
                 assert read[0].unique().tolist() in ([1.0], [2.0]), "a read saw the worker's writes half done"
                 assert not processes.stopped(worker.pid)  # it goes on once its outputs are copied
     finally:
+        discard(worker)
+
+
+# A launcher and its worker, which holds thousands of idle native threads (a candidate's could)
+# and one that counts in the commit buffer's first word, as fast as it can.
+COUNTER_BESIDE_IDLE_THREADS = textwrap.dedent("""
+    import ctypes, mmap, os, sys, threading
+    if os.fork():
+        os.wait()
+        sys.exit()
+    libc = ctypes.CDLL(None)
+    attr = ctypes.create_string_buffer(64)
+    libc.pthread_attr_init(attr)
+    libc.pthread_attr_setstacksize(attr, ctypes.c_size_t(1 << 16))
+    for _ in range(int(sys.argv[2])):
+        if libc.pthread_create(ctypes.byref(ctypes.c_ulong()), attr, ctypes.cast(libc.pause, ctypes.c_void_p), None):
+            break
+    os.ftruncate(int(sys.argv[1]), 8)
+    word = mmap.mmap(int(sys.argv[1]), 8)
+    def count():
+        n = 0
+        while True:
+            n += 1
+            word[:8] = n.to_bytes(8, "little")
+    threading.Thread(target=count, daemon=True).start()
+    os.write(1, b"counting")
+    threading.Event().wait()
+""")
+
+
+def test_a_worker_of_thousands_of_threads_stops_before_its_tree_is_looked_up():
+    """Looking up a worker's tree reads a file per thread (about 0.1 s for 3,000 on the 2-core VM):
+    the worker process is stopped first, so its other threads cannot work on meanwhile, and the CPU
+    time they spent before they stopped is told."""
+    worker = worker_reading(COUNTER_BESIDE_IDLE_THREADS, "3000")
+
+    def counted() -> int:
+        return int.from_bytes(os.pread(worker.buffer.fd, 8, 0), "little")
+
+    try:
+        assert worker.process.stdout.read(8) == b"counting"
+        began, first = time.perf_counter(), counted()
+        time.sleep(0.2)
+        per_ms = (counted() - first) / ((time.perf_counter() - began) * 1000)
+        for _ in range(2):  # the second stop accounts for what the first found
+            before = counted()
+            with worker.stopped_all("test") as unobserved_ms:
+                at_stop = counted()
+                time.sleep(0.05)
+                assert counted() == at_stop
+        # Its tree looked up first, it counted on for 31 ms; stopped first, for none.
+        assert (at_stop - before) < 5 * per_ms, "the worker counted on while its tree was looked up"
+        assert unobserved_ms > 0  # 9 to 16 ms: each idle thread ran to stop
+    finally:
+        processes.kill_tree(worker.pid)
         discard(worker)
 
 

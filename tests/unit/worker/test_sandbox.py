@@ -2,6 +2,8 @@
 reports, and the kernel mechanisms themselves (Landlock, namespaces, the process tree)."""
 
 import os
+import platform
+import resource
 import subprocess
 import sys
 import textwrap
@@ -12,11 +14,11 @@ import pytest
 
 from harness.records import Limits, SandboxMode
 from harness.worker import confine, processes
-from harness.worker.launch import BOOTSTRAP
+from harness.worker.launch import BOOTSTRAP, _landlock_rules
 from harness.worker.parent import Placement, Watchdog, Worker
-from harness.worker.sandbox import (CANONICAL_SCRATCH, GPU_NODE, PACKAGE_DIR, Confinement, SandboxPolicy,
+from harness.worker.sandbox import (CANONICAL_SCRATCH, GPU_NODE, HOST_PROC, PACKAGE_DIR, Confinement, SandboxPolicy,
                                     confinement, decide_policy, device_nodes, mount_point, own_dev,
-                                    python_path, readable_paths, works)
+                                    etc_entries, python_path, readable_paths, works)
 
 LIMITS = Limits(host_memory=1 << 30)
 FULL = SandboxPolicy(mode=SandboxMode.auto, landlock_abi=7, namespaces=True, limits=LIMITS)
@@ -33,7 +35,7 @@ def test_with_namespaces_every_worker_works_at_one_canonical_path_and_writes_no_
     build = rules(tmp_path, sees_gpu=False, key_dir=tmp_path / "key")
     assert build.workdir == CANONICAL_SCRATCH and build.extensions_dir == f"{CANONICAL_SCRATCH}/ext"
     assert set(build.write) == {CANONICAL_SCRATCH, "/dev/shm"} and build.pid_namespace
-    assert "RLIMIT_FSIZE" in build.rlimits and build.rlimits["RLIMIT_CORE"] == 0
+    assert "RLIMIT_FSIZE" in build.rlimits and build.rlimits["RLIMIT_CORE"] == build.rlimits["RLIMIT_RTPRIO"] == 0
     assert "private_build_dir" in build.protections()
 
 
@@ -48,6 +50,23 @@ def test_a_worker_that_sees_a_gpu_keeps_the_host_pid_namespace(tmp_path):
     """CUDA's IPC handles do not cross PID namespaces."""
     gpu = rules(tmp_path, sees_gpu=True)
     assert not gpu.pid_namespace and gpu.namespaces
+
+
+def test_a_worker_that_sees_no_gpu_reads_no_other_process_in_proc(tmp_path):
+    """Without a PID namespace of its own a worker listed the command lines of the host's processes
+    (issue 54): with namespaces or without, no read rule holds /proc (a rule on "/" would), only
+    the host-wide files; the launcher adds its own /proc/<pid>. Every worker of a CUDA run reads
+    all of /proc (the CUDA driver's files there; nvcc's needs untried on a GPU)."""
+    for policy in (FULL, FULL.model_copy(update={"namespaces": False})):
+        cpu = rules(tmp_path, policy=policy, sees_gpu=False)
+        assert not [path for path in cpu.read if os.path.commonpath([path, "/proc"]) == path]
+        assert set(HOST_PROC) <= set(cpu.read) and "own_proc_only" in cpu.protections()
+        gpu = rules(tmp_path, policy=policy, sees_gpu=True, cuda_run=True)
+        assert "/proc" in gpu.read and "own_proc_only" not in gpu.protections()
+        cuda_build = rules(tmp_path, policy=policy, sees_gpu=False, cuda_run=True)  # nvcc, untried on a GPU
+        assert "/proc" in cuda_build.read and "own_proc_only" not in cuda_build.protections()
+    assert "own_proc_only" not in rules(tmp_path, policy=SandboxPolicy(mode=SandboxMode.off, limits=LIMITS),
+                                        sees_gpu=False).protections()
 
 
 def fake_dev(tmp_path, *gpus: int) -> Path:
@@ -111,6 +130,19 @@ def test_reads_cover_python_and_the_harness_but_not_home_or_tmp(tmp_path):
     assert PACKAGE_DIR in readable and sys.base_prefix in readable
     assert str(Path.home()) not in readable and "/tmp" not in readable
     assert "" not in python_path() and all(os.path.isabs(p) for p in python_path())
+
+
+def test_reads_cover_etc_but_not_its_secrets(tmp_path):
+    """A worker running as root without user namespaces owns /etc/shadow, capabilities or not."""
+    etc = tmp_path / "etc"
+    (etc / "ssh").mkdir(parents=True)
+    for name in ("passwd", "shadow", "gshadow", "ld.so.cache", "sudoers"):
+        (etc / name).write_text("decoy")
+    assert etc_entries(str(etc)) == [str(etc / "ld.so.cache"), str(etc / "passwd")]
+    assert etc_entries(str(tmp_path / "none")) == []
+    readable = readable_paths({"PATH": "/usr/bin"})
+    assert "/etc" not in readable and "/etc/shadow" not in readable
+    assert os.path.exists("/etc/passwd") <= ("/etc/passwd" in readable)
 
 
 def test_the_directory_the_harness_runs_in_is_not_readable_though_on_its_import_path(tmp_path, monkeypatch):
@@ -211,15 +243,18 @@ def test_a_launcher_that_cannot_apply_the_userfaultfd_filter_starts_no_worker(tm
     assert lines[2].startswith(f"asked {confine.CONFINE_FAILED} ") and "denies userfaultfd was refused" in lines[2], lines
 
 
-def run_confined(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """A child that loads confine.py by path and runs `script` with it (nothing of the harness)."""
+def confined(script: str) -> list[str]:
+    """The command of a child that loads confine.py by path and runs `script` with it (nothing of the harness)."""
     loader = textwrap.dedent(f"""
         import importlib.util, sys
         spec = importlib.util.spec_from_file_location("confine", {str(Path(confine.__file__))!r})
         confine = importlib.util.module_from_spec(spec); spec.loader.exec_module(confine)
     """)
-    return subprocess.run([sys.executable, "-I", "-c", loader + textwrap.dedent(script)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    return [sys.executable, "-I", "-c", loader + textwrap.dedent(script)]
+
+
+def run_confined(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(confined(script), cwd=tmp_path, capture_output=True, text=True, timeout=60)
 
 
 @needs_landlock
@@ -329,6 +364,51 @@ def test_landlock_keeps_a_worker_that_sees_no_gpu_off_the_nvidia_drivers_nodes(t
                 print(name, "denied")
     """, tmp_path)
     assert done.stdout.split("\n")[:3] == ["null opened", "nvidiactl denied", "nvidia0 denied"], done.stderr
+
+
+def drop_dentries() -> bool:
+    """Have the kernel drop every unused dentry and inode, /proc's included (root only): twice, as
+    a dentry used since the last pass is kept once."""
+    try:
+        for _ in range(2):
+            Path("/proc/sys/vm/drop_caches").write_text("2")
+    except OSError:
+        return False
+    return True
+
+
+@needs_landlock
+def test_a_worker_reads_its_own_proc_entries_and_the_host_wide_files_but_no_other_process(tmp_path):
+    """Under its rules without namespaces: its own /proc/<pid> (/proc/self resolved as it confines
+    itself) and HOST_PROC, still after the kernel dropped their dentries (procfs then makes new
+    inodes, which no rule held: the rules' paths are kept open); not /proc's list, nor the entries
+    of another process (this test's)."""
+    worker = rules(tmp_path, policy=FULL.model_copy(update={"namespaces": False}), sees_gpu=False)
+    child = subprocess.Popen(confined(f"""
+        import os
+        confine.landlock(confine.landlock_abi(), {_landlock_rules(worker.model_dump())!r})
+
+        def read(path):
+            try:
+                os.listdir(path) if os.path.isdir(path) else open(path, "rb").close()
+            except PermissionError:
+                return "denied"
+            return "read"
+
+        for _ in range(2):
+            print(*map(read, ("/proc/self/status", "/proc/thread-self/comm", f"/proc/{{os.getpid()}}/task",
+                              "/proc/cpuinfo", "/proc/sys/kernel/pid_max", "/proc", "/proc/{os.getpid()}/cmdline",
+                              "/proc/{os.getpid()}/status")), flush=True)
+            sys.stdin.readline()
+    """), cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = [child.stdout.readline()]
+    dropped = drop_dentries()
+    child.stdin.write("go on\n")
+    child.stdin.flush()
+    seen.append(child.stdout.readline())
+    _, err = child.communicate(timeout=60)
+    expected = "read read read read read denied denied denied\n"
+    assert seen == [expected, expected], (seen, dropped, err)
 
 
 @pytest.mark.skipif(not works(Confinement(namespaces=True, pid_namespace=True, workdir=mount_point(),
@@ -448,3 +528,107 @@ def test_scratch_use_is_counted_only_as_far_as_needed(tmp_path):
         (tmp_path / f"f{index}").write_bytes(b"x" * 100_000)
     assert processes.directory_bytes(tmp_path, 10 << 20) >= 500_000
     assert processes.directory_bytes(tmp_path, 150_000) < 500_000  # stopped early
+
+
+def test_what_a_worker_writes_into_its_scratch_and_key_dirs_together_counts_beyond_what_they_held(tmp_path):
+    """Without namespaces a worker builds into its key dir of the build cache: a red team's wrote
+    512 MB there past --max-scratch 256M, where it stayed (2026-12-07). An earlier build's files
+    there are not its writing."""
+    scratch, key_dir = tmp_path / "scratch", tmp_path / "key"
+    scratch.mkdir()
+    key_dir.mkdir()
+    (key_dir / "earlier_build.so").write_bytes(b"x" * (3 << 20))  # more than the limit, held before it started
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        watchdog = Watchdog(sleeper.pid, [scratch, key_dir], Limits(host_memory=1 << 34, processes=50, scratch=2 << 20),
+                            lambda: None)
+        watchdog.stop()
+        assert watchdog._check() is None
+        (scratch / "a").write_bytes(b"x" * (3 << 18))
+        (key_dir / "b").write_bytes(b"x" * (3 << 18))
+        assert watchdog._check() is None  # 1.5 MiB in all: under the limit
+        (key_dir / "c").write_bytes(b"x" * (1 << 20))
+        assert "--max-scratch" in watchdog._check() and watchdog.wrote_too_much
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+KEPT_TO_ITSELF = """
+    import ctypes, errno, os, resource, socket, subprocess, sys, time
+    decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)  # another process of this user
+    print("pid", decoy.pid)
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def tried(name, action):
+        try:
+            action()
+            print(name, "done")
+        except OSError as exc:
+            print(name, errno.errorcode.get(exc.errno, exc.errno))
+
+    def raw(number, *args):
+        def call():
+            if libc.syscall(number, *args) < 0:
+                raise OSError(ctypes.get_errno(), "")
+        return call
+
+    print("filter", confine.keep_to_itself(confine.NETWORK_FAMILIES + (confine.AF_UNIX,), signals=True))
+    confine.drop_capabilities()
+    other, me = decoy.pid, os.getpid()
+    tried("prlimit other", lambda: resource.prlimit(other, resource.RLIMIT_CPU, (1, 1)))
+    tried("prlimit self", lambda: resource.prlimit(0, resource.RLIMIT_CORE, (0, 0)))
+    tried("setpriority other", lambda: os.setpriority(os.PRIO_PROCESS, other, 19))
+    tried("setpriority user", lambda: os.setpriority(os.PRIO_USER, os.getuid(), 19))
+    tried("setpriority self", lambda: os.setpriority(os.PRIO_PROCESS, 0, 1))
+    tried("sched other", lambda: os.sched_setscheduler(other, os.SCHED_BATCH, os.sched_param(0)))
+    tried("sched self", lambda: os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0)))
+    tried("kill other", lambda: os.kill(other, 0))
+    tried("kill self", lambda: os.kill(me, 0))
+    tried("ptrace other", raw(101, 16, other, 0, 0))  # PTRACE_ATTACH
+    tried("pidfd_open other", raw(434, other, 0))
+    tried("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+    tried("unix", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+    tried("pipe", os.pipe)
+    with open("/proc/self/status") as status:
+        caps = {line.split(":")[0]: line.split()[1] for line in status if line.startswith("Cap") or line.startswith("NoNewPrivs")}
+    print("caps", sorted(set(v for k, v in caps.items() if k.startswith("Cap"))), "no_new_privs", caps["NoNewPrivs"])
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the filter's numbers are x86-64's")
+def test_a_worker_kept_to_itself_cannot_act_on_another_process_nor_open_a_socket(tmp_path):
+    """Without namespaces a red team's workers set the harness's RLIMIT_CPU (and it was killed),
+    gave rivals an RLIMIT_AS, pinned them to one core, and sent findings over UDP and unix sockets;
+    as root they kept CAP_SYS_PTRACE and read the harness's environment. Kept to itself, a process
+    may still act on itself, and no capability is left."""
+    done = run_confined(KEPT_TO_ITSELF, tmp_path)
+    lines = done.stdout.splitlines()
+    decoy = int(lines[0].split()[1]) if lines and lines[0].startswith("pid ") else None
+    if decoy is not None:
+        unchanged = resource.prlimit(decoy, resource.RLIMIT_CPU) == (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+        os.kill(decoy, 9)
+    seen = dict(line.rsplit(" ", 1) for line in lines if not line.startswith(("caps ", "pid ")))
+    assert seen == {"filter": "True", "prlimit other": "EPERM", "prlimit self": "done", "setpriority other": "EPERM",
+                    "setpriority user": "EPERM", "setpriority self": "done", "sched other": "EPERM", "sched self": "done",
+                    "kill other": "EPERM", "kill self": "done", "ptrace other": "EPERM", "pidfd_open other": "EPERM",
+                    "udp": "EPERM", "unix": "EPERM", "pipe": "done"}, done.stdout + done.stderr
+    assert "caps ['0000000000000000'] no_new_privs 1" in lines and unchanged, done.stdout + done.stderr
+
+
+def test_strict_refuses_a_host_where_workers_cannot_be_kept_to_themselves(monkeypatch):
+    """Without the filter a worker reaches other processes of this user (and as root, with its
+    capabilities, their environments): strict will not run there; auto runs and says so."""
+    from harness.worker import sandbox
+
+    monkeypatch.setattr(confine, "landlock_abi", lambda: 7)
+    monkeypatch.setattr(sandbox, "works", lambda rules: True)
+    monkeypatch.setattr(sandbox, "mount_point", lambda: "/tmp")
+    monkeypatch.setattr(confine, "keeps_to_itself_here", lambda: False)
+    with pytest.raises(sandbox.SandboxUnavailable, match=r"seccomp rules for .* \(x86-64 only\)"):
+        sandbox.decide_policy(SandboxMode.strict, LIMITS)
+    auto = sandbox.decide_policy(SandboxMode.auto, LIMITS)
+    assert not auto.to_itself and any(m.startswith("workers_keep_to_themselves: no seccomp rules") for m in auto.report().missing)
+    monkeypatch.setattr(confine, "keeps_to_itself_here", lambda: True)
+    assert "workers_keep_to_themselves" in sandbox.decide_policy(SandboxMode.strict, LIMITS).report().active
