@@ -104,9 +104,17 @@ class CpuSamples(BaseModel):
     def library_ms_per_call(self) -> float:
         """CPU time in library compute code per call, all threads together: a period a sample
         (samples a full ring lost counted in the same proportion)."""
+        return self._ms_per_call(self.library)
+
+    @property
+    def cpu_ms_per_call(self) -> float:
+        """CPU time per call, all threads together, wherever it ran."""
+        return self._ms_per_call(self.samples)
+
+    def _ms_per_call(self, samples: int) -> float:
         if not self.calls or not self.samples:
             return 0.0
-        return self.library * (self.samples + self.lost) / self.samples * self.period_ms / self.calls
+        return samples * (self.samples + self.lost) / self.samples * self.period_ms / self.calls
 
 
 def tells(ms_per_call: float, calls: int, period_ms: float) -> bool:
@@ -296,14 +304,24 @@ class Sampler:
             return
         self._open(period_ns)
 
+    def so_far(self) -> CpuSamples:
+        """What the blocks watched so far saw (the processes' code read again where a sample lies
+        outside what was read)."""
+        if any(_region_of(self._code, ip) is None for ip in self._ips):
+            self._code = _code_maps(self.pids())
+        return self._gathered(self._code)
+
+    def _gathered(self, code: list[Region]) -> CpuSamples:
+        library = sum(count for ip, count in self._ips.items() if _is_library_code(code, ip))
+        return CpuSamples(period_ms=self.period_ns / 1e6, samples=self._ips.total(), library=library,
+                          lost=self._lost, throttled=self._throttled, calls=self.calls, cores=self._cores)
+
     def __exit__(self, *exc) -> None:
         if not self._rings:
             return
         code = _code_maps(self.pids())
         self._close()
-        library = sum(count for ip, count in self._ips.items() if _is_library_code(code, ip))
-        self.samples = CpuSamples(period_ms=self.period_ns / 1e6, samples=self._ips.total(), library=library,
-                                  lost=self._lost, throttled=self._throttled, calls=self.calls, cores=self._cores)
+        self.samples = self._gathered(code)
 
     def _close(self) -> None:
         for ring in self._rings:

@@ -15,6 +15,7 @@ import pytest
 from harness.cli import main
 from harness.cpu.checks.busy_machine import BUSY_CORES
 from harness.cpu import sampling
+from harness.cpu.checks import hidden_library
 
 from tests.support import DATA
 
@@ -158,10 +159,14 @@ def test_a_forged_time_below_the_reference_overhead_and_slack_is_not_believed(ju
     work (row views, output checks) was in the overhead subtracted from its wall time, which it
     skipped (docs/threat-model.md). Against the reference, not its C++ twin: in one CI-style run
     the twin's own process was three times slower than in others (0.027 ms a call reported,
-    against 0.008 to 0.014)."""
+    against 0.008 to 0.014). On a machine other processes kept busy (`busy_machine`) a microsecond
+    kernel's speedup swings 0.9 to 3.2 times its idle figure (checks/busy_machine.py; the lean loop's
+    came out 10.7x beside two busy loops, 2026-12-07): there the time is held to the clock's only."""
     lean = judged["tiny_relu/lean_forged.py"]
     assert lean["timing"]["calls_per_sample"] > 100
-    assert "timing_disagrees" in lean["flags"] and lean["speedup"] < 4, (lean["speedup"], lean["evidence"])
+    assert "timing_disagrees" in lean["flags"] and timed_ms(lean) > 1e-3, (timed_ms(lean), lean["evidence"])  # not its 1 ns
+    if "busy_machine" not in lean["flags"]:
+        assert lean["speedup"] < 4, (lean["speedup"], lean["evidence"])
 
 
 def test_work_done_after_the_calls_inside_the_timed_command_counts(judged):
@@ -426,6 +431,32 @@ def test_honest_kernels_get_no_flag_when_both_cores_are_busy(tmp_path):
         assert (result["timing"]["others_cores"] or 0.0) >= BUSY_CORES, result["timing"]
 
 
+def test_a_slow_honest_kernel_is_judged_beside_two_busy_loops(tmp_path):
+    """A naive C++ matmul, about 50 times slower than the reference's: its calls show a few stray
+    library samples (allocation, the thread pool's bookkeeping) that the reference's quick calls
+    share among many. Beside two busy loops one showed 0.43 ms a call against the 0.17 ms the
+    hidden-library rule convicted at, spared only by too few calls to tell (2026-12-07): neither
+    rejected nor left unjudged, it is `ok` with the busy machine said."""
+    write(tmp_path / "problems", "", "mm128.py", matmul_problem(128))
+    write(tmp_path / "c", "mm128", "naive.py", r'''
+        import torch
+        import torch.nn as nn
+        from torch.utils.cpp_extension import load_inline
+        _own = load_inline(name="naive_mm_ext", cpp_sources=r"""
+        #include <torch/extension.h>
+''' + NAIVE_MATMUL + r'''        """, functions=["matmul"])
+        class ModelNew(nn.Module):
+            def forward(self, a, b):
+                return _own.matmul(a, b)
+        ''')
+    with busy_loops(2):
+        assert main(["eval", str(tmp_path / "c"), "--problems", str(tmp_path / "problems"), "--out", str(tmp_path / "out"),
+                     "--device", "cpu", "--db", str(tmp_path / "h.db")]) == 0
+    naive = json.loads((tmp_path / "out" / "results.jsonl").read_text())
+    assert naive["status"] == "ok" and "busy_machine" in naive["flags"], \
+        (naive["status"], naive["error"], naive["flags"], library_figures(naive))
+
+
 def test_a_ring_of_outputs_whose_constant_part_was_written_once_is_caught(tmp_path):
     """A padded relu, fifteen sixteenths zeros: a candidate that keeps more outputs than a command
     has calls (a command's outputs are 128 MB at most: 32 of these), zeroed once at load, and writes only the relu's part each call, returns garbage
@@ -485,6 +516,38 @@ MID_SOFTMAX = """
     def get_init_inputs():
         return []
     """
+
+
+def matmul_problem(size: int) -> str:
+    """A reference matmul of two size x size matrices."""
+    return f"""
+        import torch
+        import torch.nn as nn
+        class Model(nn.Module):
+            def forward(self, a, b):
+                return torch.matmul(a, b)
+        def get_inputs():
+            return [torch.randn({size}, {size}), torch.randn({size}, {size})]
+        def get_init_inputs():
+            return []
+        """
+
+
+# A naive C++ matmul of its own (cpp_sources), allocating its output with torch::zeros.
+NAIVE_MATMUL = """        torch::Tensor matmul(torch::Tensor a, torch::Tensor b) {
+            a = a.contiguous();
+            b = b.contiguous();
+            int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+            auto c = torch::zeros({n, m}, a.options());
+            const float* x = a.data_ptr<float>();
+            const float* y = b.data_ptr<float>();
+            float* z = c.data_ptr<float>();
+            for (int64_t i = 0; i < n; ++i)
+                for (int64_t p = 0; p < k; ++p)
+                    for (int64_t j = 0; j < m; ++j) z[i * m + j] += x[i * k + p] * y[p * m + j];
+            return c;
+        }
+"""
 
 
 def library_figures(result: dict) -> dict:
@@ -603,17 +666,7 @@ def test_a_candidate_that_does_its_own_work_only_while_sampled_closely_is_caught
     reference's, redispatched below the profiler (`ok` at 0.38x for a softmax with only close
     sampling, 2026-12-05). Every other call is sampled sparsely, too rarely for the probe to
     notice, and the timing goes on until those calls can tell the library time."""
-    write(tmp_path / "problems", "", "small_matmul.py", """
-        import torch
-        import torch.nn as nn
-        class Model(nn.Module):
-            def forward(self, a, b):
-                return torch.matmul(a, b)
-        def get_inputs():
-            return [torch.randn(192, 192), torch.randn(192, 192)]
-        def get_init_inputs():
-            return []
-        """)
+    write(tmp_path / "problems", "", "small_matmul.py", matmul_problem(192))
     write(tmp_path / "c", "small_matmul", "own_work_when_watched.py", r'''
         import torch
         import torch.nn as nn
@@ -627,20 +680,7 @@ def test_a_candidate_that_does_its_own_work_only_while_sampled_closely_is_caught
             for (int64_t i = 0; i < 300000; ++i) total = total + i;
             return std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
         }
-        torch::Tensor matmul(torch::Tensor a, torch::Tensor b) {
-            a = a.contiguous();
-            b = b.contiguous();
-            int64_t n = a.size(0), k = a.size(1), m = b.size(1);
-            auto c = torch::zeros({n, m}, a.options());
-            const float* x = a.data_ptr<float>();
-            const float* y = b.data_ptr<float>();
-            float* z = c.data_ptr<float>();
-            for (int64_t i = 0; i < n; ++i)
-                for (int64_t p = 0; p < k; ++p)
-                    for (int64_t j = 0; j < m; ++j) z[i * m + j] += x[i * k + p] * y[p * m + j];
-            return c;
-        }
-        """, functions=["probe", "matmul"])
+''' + NAIVE_MATMUL + r'''        """, functions=["probe", "matmul"])
         _call = getattr(torch.ops.aten.mm.default, "re" + "dispatch")
         _keys = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
         _probes = []
@@ -665,5 +705,22 @@ def test_a_candidate_that_does_its_own_work_only_while_sampled_closely_is_caught
     if found["status"] == "skipped":  # a host too busy for the calls that would tell it: not judged, never passed
         assert "too few to tell it from none" in found["error"], (found["error"], sampled)
         return
-    assert found["status"] == "rejected" and flags_of(found) == ["reference_fallback"], (found["status"], found["error"], sampled)
-    assert "no recorded operator explains" in found["error"]
+    own_work_mostly = sampled["sparse_library_cpu_ms_per_call"] < hidden_library.CALL_SHARE * found["timing"]["median_ms"]
+    if found["status"] == "ok" and (own_work_mostly or
+                                    sampled["sparse_library_cpu_ms_per_call"] < 1.5 * sampled["library_cpu_ms_per_call"]):
+        # Beside two busy loops its probe took busy moments for close sampling, and close sampling
+        # for busy moments, in every kind of call alike (library time sampled closely 0.154 ms a
+        # call, sparsely 0.111, the reference's 0.35 and 0.37; 2026-12-07): it no longer told them
+        # apart, and did its own work in most of its calls. What is left is library work in a
+        # minority of calls, below HIDDEN_LIBRARY_SHARE of the reference's, or below CALL_SHARE of
+        # its own call (0.54 ms a call of 11.5, at 0.036x, beside a busy loop on a loaded host):
+        # not convicted by design, and no gain.
+        pytest.skip(f"the host was too busy for the candidate's probe to tell close sampling apart: {sampled}")
+    # Caught either way: its closely sampled calls hide the library (`reference_fallback`), or its
+    # profiled calls, watched closely too, run slower than its timed ones (`inconsistent_when_profiled`:
+    # 5.7 ms a profiled call against fewer timed, on CI, 2026-12-08).
+    caught_by = {"reference_fallback": "no recorded operator explains",
+                 "inconsistent_when_profiled": "behaves differently when profiled"}
+    assert found["status"] == "rejected" and len(flags_of(found)) == 1 and flags_of(found)[0] in caught_by, (
+        found["status"], found["error"], sampled)
+    assert caught_by[flags_of(found)[0]] in found["error"]

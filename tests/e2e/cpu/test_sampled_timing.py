@@ -12,7 +12,8 @@ import time
 import pytest
 
 from harness.cpu import sampling
-from harness.cpu.measurement import ENOUGH_SAMPLES, SAMPLED_COMMANDS, SAMPLING_MOST_S, SPARSE_MOST_S, sampled_of
+from harness.cpu.measurement import (ENOUGH_SAMPLES, SAMPLED_COMMANDS, SAMPLING_MOST_S, SPARSE_MOST_S, SPARSE_SUSPECT_MOST_S,
+                                     sampled_of)
 from harness.judge.timing.protocol import Timer
 from harness.judge.timing.timed import Timed
 
@@ -158,6 +159,18 @@ def test_timing_goes_on_for_its_sparse_samples_a_while_past_its_plan_at_most():
                               tell_library_ms=1e-6)
     assert timed.stopped == "sampling" and not sampled_of(timed).sparse.tells(1e-6)
     assert SPARSE_MOST_S <= time.monotonic() - began < SPARSE_MOST_S + 1.0  # the plan's 10 commands: 0.2 s
+
+
+def test_timing_goes_on_longer_while_its_sparse_samples_show_the_library_time_asked_for_in_too_few_calls():
+    """Library time that would convict, in calls too few to tell it (a busy host slows them), keeps
+    the timing going past SPARSE_MOST_S, for SPARSE_SUSPECT_MOST_S at most: here every call's
+    5 ms are a matmul's, and 0.02 ms a call would take 3,200 calls to tell."""
+    began = time.monotonic()
+    timed, _ = sampled_timing("import torch\ntorch.set_num_threads(1)\nx = torch.randn(256, 256)\n"
+                              "while True: torch.mm(x, x)", call_s=0.005, sample=False, sparse=True, tell_library_ms=0.02)
+    sparse = sampled_of(timed).sparse
+    assert timed.stopped == "sampling" and not sparse.tells(0.02) and sparse.library_ms_per_call >= 0.02, sparse
+    assert SPARSE_SUSPECT_MOST_S <= time.monotonic() - began < SPARSE_SUSPECT_MOST_S + 1.5
 
 
 def test_samples_of_waiting_in_a_thread_pools_runtime_do_not_end_the_sampling(monkeypatch):

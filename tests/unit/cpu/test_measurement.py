@@ -17,8 +17,20 @@ def test_on_the_cpu_outputs_are_read_where_they_are_then_let_go_on_no_clock():
     timed, _ = Timer(cpu(worker, spoil=True), plan(fixed=3), random.Random(5), batch=4, cap=4).run(
         check=lambda calls: worker.ops.append("check"), profiled=0)
     # The first command of a batched timing (after a pause) is made but not recorded or checked.
-    assert worker.ops == ["timed"] + ["spoil", "release", "timed", "check"] * 3 + ["spoil", "release"]
+    # Each is stopped as its reply comes in; a verified one stays stopped until its check is done.
+    assert worker.ops == ["timed", "stopped", "resumed"] + ["spoil", "release", "timed", "stopped", "check", "resumed"] * 3 \
+        + ["spoil", "release"]
     assert all(c.locate for c in worker.commands) and timed.commit_ms == [] and len(timed.wall_ms) == 3
+
+
+def test_work_a_worker_did_between_its_reply_and_its_stop_is_charged_to_its_command():
+    """A candidate that replies at once and finishes its outputs on other threads has them read as
+    they were when it stopped, and the CPU time it spent before stopping counts as its command's."""
+    honest, busy = FakeWorker(), FakeWorker(unobserved_ms=40.0)
+    quick, _ = Timer(cpu(honest), plan(fixed=3), random.Random(5), batch=4, cap=4).run(check=lambda calls: None, profiled=0)
+    charged, _ = Timer(cpu(busy), plan(fixed=3), random.Random(5), batch=4, cap=4).run(check=lambda calls: None, profiled=0)
+    assert max(quick.wall_ms) < 5.0 and min(charged.wall_ms) >= 10.0  # 40 ms a command of 4 calls
+    assert charged.reported_ms == quick.reported_ms
 
 
 def test_on_the_cpu_outputs_are_spoiled_after_they_are_read_and_before_they_are_let_go():

@@ -115,3 +115,28 @@ def test_library_time_that_would_convict_against_a_reference_sampled_in_too_few_
     assert untold_hidden_library(honest, [Profile(ops=[])], thin) is None
     quick = CpuSamples(period_ms=2.0, samples=3000, library=20, calls=2000, cores=2)  # 0.02 ms a call, in calls enough
     assert untold_hidden_library(hidden, [Profile(ops=[])], quick) is None
+
+
+def test_a_slow_honest_kernel_stray_library_samples_are_no_hidden_work():
+    """A slow honest kernel's calls show a few stray library samples (allocation, the thread pool),
+    which the reference's quick calls share among many: beside two busy loops an honest C++ matmul
+    of 19 ms a call showed 0.43 ms a call against the reference's 0.33 (2026-12-07). Under a tenth
+    of its own call that is no hiding; the same time in a call of the reference's length is."""
+    reference = CpuSamples(period_ms=2.0, samples=3000, library=165, calls=1000, cores=2)  # 0.33 ms a call
+    stray = CpuSamples(period_ms=2.0, samples=30_000, library=65, calls=300, cores=2)  # 0.43 ms a call
+    assert hidden_library_evidence(stray, [Profile(ops=[])], reference, call_ms=19.4) == []
+    assert untold_hidden_library(stray, [Profile(ops=[])], reference, call_ms=19.4) is None
+    assert hidden_library_evidence(stray, [Profile(ops=[])], reference, call_ms=0.7) != []
+    few_calls = CpuSamples(period_ms=2.0, samples=2000, library=10, calls=46, cores=2)  # 0.43 ms a call, untold
+    assert untold_hidden_library(few_calls, [Profile(ops=[])], reference, call_ms=19.4) is None
+    assert untold_hidden_library(few_calls, [Profile(ops=[])], reference, call_ms=0.7) is not None
+
+
+def test_a_busy_host_stretching_a_call_leaves_no_room_to_hide_library_work():
+    """Beside a busy loop on a host loaded by a test suite too, a noop beside a hidden softmax had a
+    median of 10.6 ms a call (the reference 13.6): a tenth of that let its 0.6 ms a call pass. Its
+    call is the lesser of its median and the CPU time its calls were sampled for."""
+    reference = CpuSamples(period_ms=0.05, samples=30_000, library=12_400, calls=1000, cores=2)  # 0.62 ms a call
+    hidden = CpuSamples(period_ms=0.05, samples=2_000, library=1_200, calls=100, cores=2)  # 0.6 of 1 ms a call
+    assert hidden.cpu_ms_per_call == pytest.approx(1.0) and hidden.library_ms_per_call == pytest.approx(0.6)
+    assert hidden_library_evidence(hidden, [Profile(ops=[])], reference, call_ms=10.6) != []
