@@ -24,7 +24,8 @@ from . import options
 from .errors import StoreFailed, UsageError
 from .inputs.candidates import KERNELBENCH_NAME, discover_candidates, read_candidate, write_candidate
 from .records import Candidate, EvalConfig, HostEnv, Problem, Result
-from .run import EvalOptions, Keeper, RunSetup, discover, open_db, open_pipeline, protections, resolve_device, start_run
+from .inputs.discovery import discover
+from .run import EvalOptions, Keeper, RunSetup, open_db, open_pipeline, protections, resolve_device, start_run
 from .schedule.plan import ActiveSet
 from .store import Database, now
 from .worker.sandbox import default_limits

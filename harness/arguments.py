@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from . import options
-from .options import number, size
+from .options import Bytes, number, size
 from .records import HostEnv, SandboxMode
 from .store import DEFAULT_DB
 from .worker.sandbox import default_limits
@@ -17,11 +17,14 @@ EXAMPLES = {
             "--gpus 0,1\n  python -m harness eval candidates/ --device cpu --trials 20 --resume",
     "report": "examples:\n  python -m harness report --run 20261122-101500-ab12cd --out site/\n"
               "  python -m harness report --group-by '^[^/]+/(gpt|claude|llama)'",
-    "compare": "example:\n  python -m harness compare RUN_A RUN_B --out reports/",
+    "compare": "examples:\n  python -m harness compare RUN_A RUN_B --out reports/\n"
+               "  python -m harness compare RUN_A RUN_B --model gpt-5",
     "explain": "example:\n  python -m harness explain candidates/conv2d_square/001_fe76667a27343746.txt",
     "check": "example:\n  python -m harness check problems/ --small",
     "export": "example:\n  python -m harness export --format kernelbench --out kb/",
     "list": "example:\n  python -m harness list candidates/",
+    "runs": "example:\n  python -m harness runs --db reports/harness.db",
+    "history": "examples:\n  python -m harness history --problem softmax\n  python -m harness history --model gpt-5",
 }
 OVERVIEW = ("examples:\n  python -m harness eval candidates/ --problems problems/\n"
             "  python -m harness report --out site/\n  python -m harness explain candidates/conv2d_square/001_fe76667a27343746.txt\n"
@@ -71,7 +74,8 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
     ev.add_argument("--atol", type=number(float, 0), default=None, help="override every problem's absolute tolerance")
     ev.add_argument("--rtol", type=number(float, 0), default=None, help="override every problem's relative tolerance")
     ev.add_argument("--seed", type=int, default=42, help="random seed")
-    ev.add_argument("--strict-shapes", action="store_true", help="a candidate correct only at the problem's own sizes is a mismatch (default: flagged shape_specialized)")
+    ev.add_argument("--strict-shapes", action="store_true", help="judge a candidate that is wrong at other input sizes (right only at the problem's own) a mismatch; "
+                    "without it, such a candidate passes, flagged shape_specialized")
     ev.add_argument("--problem", action="append", default=None, help="only this problem id (repeatable)")
     ev.add_argument("--build-dir", type=Path, default=None,
                     help=f"build cache, safe to share between runs (default: one under {host.cache_home})")
@@ -84,20 +88,25 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
     ev.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database")
     ev.add_argument("--feedback", type=Path, default=None, metavar="FILE", help="also write one JSON line per candidate for a generator")
     ev.add_argument("--resume", nargs="?", const="latest", default=None, metavar="RUN_ID",
-                    help="continue a run (default: the latest with this configuration and device), skipping what it judged")
+                    help="continue a run (default: the latest of these candidates) with its own options, skipping what it judged")
     sandbox_arguments(ev)
 
     ls = command("list", "list problems and the candidates found for each")
     ls.add_argument("candidates", type=Path, nargs="?", default=None, help="candidates dir (default: none, problems only)")
     ls.add_argument("--problems", type=Path, default=Path("problems"), help="problems dir")
 
+    runs = command("runs", "list the runs in the database, newest first: id, start, candidates, verdicts, device")
+    runs.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database")
+
+    hist = command("history", "one problem's or one model's correct candidates and best speedup in each run, oldest first")
+    hist.add_argument("--problem", default=None, help="a problem id")
+    hist.add_argument("--model", default=None, help="a model, as the model table names it")
+    hist.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database")
+
     rep = command("report", "render a run from the database as a static site")
     rep.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database")
     rep.add_argument("--run", default=None, help="run id (default: the latest)")
     rep.add_argument("--out", type=Path, default=None, help="site dir (default: the run's output dir)")
-    rep.add_argument("--group-by", type=options.pattern, default=None, metavar="REGEX",
-                     help="a table per generator: the first group of REGEX in each candidate's path names its "
-                          "generator, e.g. '^[^/]+/([^_]+)_' (default: file names shared across problems)")
 
     chk = command("check", "flag reference problems a trivial output could pass (zeros, constants)")
     chk.add_argument("problems", type=Path, nargs="?", default=Path("problems"), help="problems dir")
@@ -123,16 +132,25 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
     exp.add_argument("--db", type=Path, default=DEFAULT_DB, help="SQLite results database")
     exp.add_argument("--run", default=None, help="run id (default: the latest)")
     exp.add_argument("--format", choices=["jsonl", "csv", "kernelbench"], required=True, help="output format")
+    for reading in (rep, cmp, exp):
+        reading.add_argument("--model", default=None, help="only the candidates of this model (as the model table names it)")
+        reading.add_argument("--group-by", type=options.pattern, default=None, metavar="REGEX",
+                             help="the first group of REGEX in each candidate's path names its model, e.g. "
+                                  "'^[^/]+/([^_]+)_' (default: the model named by the common layouts: "
+                                  "<model>_sample_<k>, <model>/<problem>/..., a folder per model)")
+    for reading in (rep, exp):  # compare matches candidates across runs whatever their verdicts
+        reading.add_argument("--status", type=options.statuses, default=None, metavar="STATUS[,STATUS]",
+                             help="only candidates with these verdicts (ok, mismatch, ...)")
     exp.add_argument("--out", type=Path, required=True,
                      help="file (for kernelbench a directory: level_N/eval_results.json and fast_p.json per level)")
     return parser
 
 
 def sandbox_arguments(command: argparse.ArgumentParser) -> None:
-    limits = default_limits()
+    limits = default_limits()  # its sizes shown as sizes (`Bytes`)
     command.add_argument("--sandbox", choices=[m.value for m in SandboxMode], default="auto",
                          help="confine workers with what the kernel offers, refuse to run without all of it, or not at all")
-    command.add_argument("--max-host-memory", type=size, default=limits.host_memory, help="bytes per worker (512M, 8G)")
+    command.add_argument("--max-host-memory", type=size, default=Bytes(limits.host_memory), help="bytes per worker (512M, 8G)")
     command.add_argument("--max-processes", type=number(int, 1), default=limits.processes, help="processes per worker")
-    command.add_argument("--max-scratch", type=size, default=limits.scratch, help="bytes of scratch space per worker")
-    command.add_argument("--max-file-size", type=size, default=limits.file_size, help="bytes of any one file a worker writes")
+    command.add_argument("--max-scratch", type=size, default=Bytes(limits.scratch), help="bytes of scratch space per worker")
+    command.add_argument("--max-file-size", type=size, default=Bytes(limits.file_size), help="bytes of any one file a worker writes")

@@ -27,6 +27,27 @@ if TYPE_CHECKING:
 SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
+class Bytes(int):
+    """A byte count that reads as one (`--help`'s defaults): 11.8G, not 12638091264."""
+
+    def __str__(self) -> str:
+        for unit in "TGMK":
+            if self >= SIZE_UNITS[unit.lower()]:
+                return f"{self / SIZE_UNITS[unit.lower()]:.3g}{unit}"
+        return f"{int(self)}"
+
+
+def statuses(text: str) -> frozenset[str]:
+    """Verdicts by name, comma-separated (ok,mismatch)."""
+    from .records import Status
+
+    named = frozenset(part.strip() for part in text.split(",") if part.strip())
+    unknown = named - {status.value for status in Status}
+    if not named or unknown:
+        raise argparse.ArgumentTypeError(f"expected verdicts among {', '.join(s.value for s in Status)}, not {text!r}")
+    return named
+
+
 def size(text: str) -> int:
     """A byte count: 512M, 8G, 1T or plain bytes."""
     number, unit = text.strip().rstrip("bB"), ""
@@ -69,6 +90,12 @@ def pattern(text: str) -> re.Pattern:
 def trials(text: str) -> int | None:
     """--trials: 'auto' (adaptive) or a fixed count of at least 1."""
     return None if text == "auto" else number(int, 1)(text)
+
+
+def given_config(args: argparse.Namespace, defaults: argparse.Namespace) -> dict[str, object]:
+    """The EvalConfig fields `args` sets to other than they are with no options (`defaults`)."""
+    mine, usual = eval_config(args).model_dump(), eval_config(defaults).model_dump()
+    return {field: value for field, value in mine.items() if value != usual[field]}
 
 
 def eval_config(args: argparse.Namespace) -> EvalConfig:

@@ -40,6 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--harness-timeout", type=float, default=300.0, help="seconds allowed per phase of a candidate")
     group.addoption("--harness-trials", default="auto", metavar="auto|N", help="timed calls per model")
     group.addoption("--harness-sandbox", choices=["auto", "strict", "off"], default="auto")
+    group.addoption("--harness-min-speedup", type=float, default=None, metavar="X",
+                    help="a correct candidate slower than X times the reference fails too (default: correct passes)")
 
 
 def _requested(config: pytest.Config) -> bool:
@@ -99,8 +101,8 @@ class HarnessState:
 
     def items(self, session: pytest.Session) -> list[pytest.Item]:
         from .errors import UsageError
+        from .inputs.discovery import discover
         from .inputs.problems import ProblemError, discover_problem_files
-        from .run import discover
 
         try:
             if self.candidates_dir is None:
@@ -204,6 +206,13 @@ class ProblemItem(HarnessItem):
         return self.path, None, f"problem {self.path.stem}"
 
 
+def too_slow(speedup: float | None, least: float | None) -> str | None:
+    """Why a correct candidate fails for its speed (--harness-min-speedup): a 0.1x kernel had passed."""
+    if least is None or speedup is None or speedup >= least:
+        return None
+    return f"ok, but {speedup:.3g}x the reference's speed, below --harness-min-speedup {least:g}"
+
+
 class CandidateItem(HarnessItem):
     def __init__(self, *, candidate, **kwargs):
         super().__init__(**kwargs)
@@ -221,6 +230,8 @@ class CandidateItem(HarnessItem):
         if result.status is not Status.ok:
             hint = f"\nhint: {result.diagnosis.hint}" if result.diagnosis and result.diagnosis.hint else ""
             raise HarnessFailure(f"{result.status.value}: {result.error}{hint}")
+        if (slow := too_slow(result.speedup, self.config.getoption("harness_min_speedup"))) is not None:
+            raise HarnessFailure(slow)
 
     def reportinfo(self):
         return self.path, None, f"candidate {self.candidate.rel_path}"

@@ -22,18 +22,18 @@ from tqdm import tqdm
 from .builds.cache import BuildCache, toolchain
 from .builds.header import PrecompiledHeader, header_root
 from .errors import StoreFailed, UsageError
-from .inputs.candidates import discover_candidates
-from .inputs.problems import ProblemError, discover_problem_files, without_problem
+from .inputs.discovery import discover, select, some_named
 from .judge import verdicts
 from .judge.compare import compile_parent_kernels_into
 from .present.export import to_feedback_jsonl
 from .present.site import render_site
+from .present.summary import summary_json
 from .records import (Candidate, EvalConfig, HostEnv, Limits, MachineInfo, Problem, Result, RunInfo, SandboxMode,
                       SandboxReport)
 from .schedule.devices import device_for
 from .schedule.local import Pipeline
 from .schedule.plan import RunPlan, RunScale, plan_resources
-from .store import Database, ResultsFile, StoreError, config_key, files_state, now
+from .store import Database, ResultsFile, StoreError, files_state, now
 from .version import __version__
 from .worker import confine, processes
 from .worker.sandbox import SandboxPolicy, SandboxUnavailable, decide_policy
@@ -85,6 +85,9 @@ class EvalOptions(BaseModel):
     build_dir: Path | None = None
     problem_ids: list[str] | None = None
     resume: str | None = None  # a run id, or "latest"
+    # The EvalConfig fields the caller set (on the command line, to other than their defaults): a
+    # resumed run keeps its own options, and refuses to go on where one of these differs.
+    given: dict[str, object] = {}
     feedback: Path | None = None
 
 
@@ -127,33 +130,6 @@ def describe_machine(device: str) -> MachineInfo:
     )
 
 
-def discover(problems_dir: Path, candidates_dir: Path | None) -> tuple[list[Problem], list[Candidate]]:
-    try:
-        problems, unusable = discover_problem_files(problems_dir)
-    except ProblemError as exc:
-        raise UsageError(str(exc)) from None
-    for reason in unusable.values():
-        print(f"warning: {reason}; its candidates are not run", file=sys.stderr)
-    if candidates_dir is None:
-        return problems, []
-    if candidates_dir.is_file():
-        raise UsageError(f"{candidates_dir} is a file: eval takes a directory of <problem_id>/<name>.py files; "
-                         f"to evaluate this one file: python -m harness explain {candidates_dir}")
-    if not candidates_dir.is_dir():
-        raise UsageError(f"candidates directory {candidates_dir} does not exist")
-    return problems, without_problem(discover_candidates(candidates_dir, problems), unusable)
-
-
-def select(problems: list[Problem], candidates: list[Candidate],
-           ids: list[str] | None) -> tuple[list[Problem], list[Candidate]]:
-    if not ids:
-        return problems, candidates
-    unknown = set(ids) - {p.id for p in problems}
-    if unknown:
-        raise UsageError(f"unknown problem id(s): {', '.join(sorted(unknown))}")
-    return [p for p in problems if p.id in ids], [c for c in candidates if c.problem_id in ids]
-
-
 def open_db(path: Path) -> Database:
     try:
         return Database(path)
@@ -166,24 +142,51 @@ def open_db(path: Path) -> Database:
 def start_run(db: Database, config: EvalConfig, options: EvalOptions) -> tuple[RunInfo, Path, set]:
     """A new run, or the one --resume names, with what it already judged."""
     machine = describe_machine(config.device)
-    key = config_key(config, machine.device_name)
     if options.resume is None:
+        device = device_for(config.device)
         run_id = dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
         run = RunInfo(run_id=run_id, started_at=now(), machine=machine, config=config,
                       problems_dir=str(options.problems_dir.resolve()),
                       candidates_dir=str(options.candidates_dir.resolve()),
-                      timing_clock=device_for(config.device).clock_means)
+                      timing_clock=device.clock_means, speedup_means=device.speedup_means)
         return run, options.out or Path("reports") / run_id, set()
-    run_id = db.latest_run_id(key) if options.resume == "latest" else options.resume
+    run, out_dir = run_to_resume(db, options)
+    if run.machine.device_name != machine.device_name:
+        raise UsageError(f"run {run.run_id} ran on {run.machine.device_name} and this machine's {config.device} is "
+                         f"{machine.device_name}: its timings would not compare; start a new run (no --resume)")
+    return run, options.out or out_dir, db.done(run.run_id, again=verdicts.HARNESS_FAILED)  # a bug may be fixed since
+
+
+def option_of(field: str) -> str:
+    """The eval option that sets an EvalConfig field (timeout_s: --timeout)."""
+    return "--" + field.removesuffix("_s").replace("_", "-")
+
+
+def run_to_resume(db: Database, options: EvalOptions) -> tuple[RunInfo, Path]:
+    """The run --resume names (with no id, the latest of these candidates and problems) and its
+    output dir; a UsageError where there is none, or where an option the caller set differs from
+    the run's own (which the resumed run keeps, every option it was not given included)."""
+    run_id = options.resume if options.resume != "latest" else db.latest_run_of(options.candidates_dir, options.problems_dir)
     if run_id is None:
-        raise UsageError("nothing to resume: no run with this configuration on this device in " + str(db.path))
+        raise UsageError(f"nothing to resume: no run of {options.candidates_dir} against {options.problems_dir} in {db.path}")
     try:
         run, out_dir = db.run(run_id)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
-    if config_key(run.config, run.machine.device_name) != key:
-        raise UsageError(f"run {run_id} used another configuration or device; resume it with the same options")
-    return run, options.out or out_dir, db.done(run_id, again=verdicts.HARNESS_FAILED)  # a bug may be fixed since
+    differs = {field: getattr(run.config, field) for field, value in options.given.items()
+               if getattr(run.config, field) != value}
+    if differs:
+        raise UsageError(f"run {run_id} was made with " + ", ".join(f"{option_of(f)} {'auto' if v is None else v}"
+                                                                 for f, v in differs.items())
+                         + ": --resume goes on with the run's own options; drop " + ", ".join(map(option_of, differs))
+                         + ", or start a new run (no --resume)")
+    return run, out_dir
+
+
+def resumed_config(options: EvalOptions) -> EvalConfig:
+    """The options of the run --resume names, which it goes on with (`run_to_resume`)."""
+    with open_db(options.db) as db:
+        return run_to_resume(db, options)[0].config
 
 
 def open_pipeline(problems: list[Problem], candidates: list[Candidate], config: EvalConfig, run_id: str,
@@ -284,8 +287,10 @@ def eval_run(options: EvalOptions, config: EvalConfig, setup: RunSetup) -> Finis
         raise UsageError(f"no candidates in {options.candidates_dir}"
                          + (f" for {', '.join(options.problem_ids)}" if options.problem_ids else "")
                          + " (expected <problem_id>/<name>.{py,txt,md} or KernelBench-named files): nothing recorded")
+    some_named(candidates, options.problems_dir)
     with open_db(options.db) as db:
         run, out_dir, done = start_run(db, config, options)
+        config = run.config  # a resumed run's own
         run.sandbox = protections(setup.sandbox, config.device)
         problems_by_id = {p.id: p for p in problems}
         todo = [c for c in candidates
@@ -319,37 +324,31 @@ def eval_run(options: EvalOptions, config: EvalConfig, setup: RunSetup) -> Finis
         results = db.results(run.run_id)
         results_file.rewrite(results)
         (out_dir / "run.json").write_text(run.model_dump_json(indent=2))
+        (out_dir / "summary.json").write_text(summary_json(results))
         if options.feedback:
             options.feedback.write_text(to_feedback_jsonl(results))
         index = render_site(run, results, lambda r: db.code(r.candidate_hash), out_dir)
     return Finished(run=run, results=results, results_path=results_file.path, index=index)
 
 
-def explain_result(path: Path, problems_dir: Path, db_path: Path, device: str | None, setup: RunSetup) -> Result:
-    """The latest judgement of this file in the database; a file never judged is evaluated first,
-    in a run of its own."""
-    from .inputs.candidates import KERNELBENCH_NAME, read_candidate
+def judge_file(path: Path, problems_dir: Path, db_path: Path, device: str | None, setup: RunSetup) -> Result:
+    """One candidate file judged in a run of its own (`explain` of a file the database has no
+    judgement of), recorded in the database; its result."""
+    from .inputs.candidates import KERNELBENCH_NAME
 
-    given, path = path, path.resolve()
-    if not path.is_file():
-        raise UsageError(f"{given} is not a file")
-    source_hash = read_candidate(path, path.name, None).source_hash
+    root = path.parent if KERNELBENCH_NAME.match(path.name) else path.parent.parent
+    problems, candidates = discover(problems_dir, root)
+    mine = [c for c in candidates if Path(c.path) == path]
+    if not mine or mine[0].problem_id is None:
+        raise UsageError(f"{path} names no problem in {problems_dir}")
+    problems = [p for p in problems if p.id == mine[0].problem_id]
+    config = EvalConfig(device=resolve_device(device))
+    options = EvalOptions(candidates_dir=root, problems_dir=problems_dir, db=db_path, problem_ids=[problems[0].id])
     with open_db(db_path) as db:
-        result = db.latest_result(source_hash)
-        if result is not None:
-            return result
-        root = path.parent if KERNELBENCH_NAME.match(path.name) else path.parent.parent
-        problems, candidates = discover(problems_dir, root)
-        mine = [c for c in candidates if Path(c.path) == path]
-        if not mine or mine[0].problem_id is None:
-            raise UsageError(f"{given} names no problem in {problems_dir}")
-        problems = [p for p in problems if p.id == mine[0].problem_id]
-        config = EvalConfig(device=resolve_device(device))
-        options = EvalOptions(candidates_dir=root, problems_dir=problems_dir, db=db_path, problem_ids=[problems[0].id])
         run, out_dir, _ = start_run(db, config, options)
         db.save_run(run, out_dir)
         run.sandbox = protections(setup.sandbox, config.device)
         evaluate(mine, problems, config, run.run_id, setup, lambda r: db.record(r, problems[0], mine[0]))
         run.finished_at = now()
         db.save_run(run, out_dir)
-        return db.latest_result(source_hash)
+        return db.latest_result(mine[0].source_hash)

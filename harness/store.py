@@ -12,7 +12,10 @@ import hashlib
 import json
 import os
 import sqlite3
+import urllib.parse
 from pathlib import Path
+
+from pydantic import BaseModel
 
 from .records import Candidate, EvalConfig, Problem, Result, RunInfo
 
@@ -45,8 +48,47 @@ MIGRATIONS: list[str] = [
     ALTER TABLE results ADD COLUMN recorded_at TEXT;
     CREATE INDEX runs_by_config ON runs(config_key, started_at);
     """,
+    # 3: a problem's path per id and content: two problem files alike byte for byte (in two
+    # KernelBench levels) had been filed under the first one's path, and exported at its level
+    """
+    CREATE TABLE problems_by_id (problem_hash TEXT NOT NULL, id TEXT NOT NULL, path TEXT NOT NULL,
+                                 PRIMARY KEY (problem_hash, id));
+    INSERT INTO problems_by_id SELECT problem_hash, id, path FROM problems;
+    DROP TABLE problems;
+    ALTER TABLE problems_by_id RENAME TO problems;
+    """,
 ]
 DATABASE_SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class RunListed(BaseModel):
+    """A run as `harness runs` lists it."""
+
+    run_id: str
+    started_at: str
+    finished_at: str | None
+    device: str
+    device_name: str
+    candidates_dir: str | None
+    verdicts: dict[str, int]  # status -> count
+
+    @property
+    def candidates(self) -> int:
+        return sum(self.verdicts.values())
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    """`path` opened to read. Where a WAL database cannot be opened so (no room for its shared-memory
+    file: a read-only directory or mount), it is read as immutable: as it is on disk, no lock taken
+    (what a run still writing adds meanwhile is not seen)."""
+    uri = "file:" + urllib.parse.quote(str(path.resolve()))
+    conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=30)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+        return sqlite3.connect(uri + "?immutable=1", uri=True)
 
 
 class StoreError(Exception):
@@ -64,9 +106,17 @@ def now() -> str:
 
 
 class Database:
-    def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path, read_only: bool = False):
         self.path = path
+        if read_only:
+            self.conn = _read_only(path)
+            if self.version != DATABASE_SCHEMA_VERSION:
+                found = self.version
+                self.conn.close()
+                raise StoreError(f"{path} has schema version {found}, and this harness reads "
+                                 f"{DATABASE_SCHEMA_VERSION}: open it once where it can be written (eval --db) to migrate it")
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(path, timeout=30)
         self.conn.execute("PRAGMA journal_mode=WAL")  # readers (report) never block the running eval
         self.conn.execute("PRAGMA foreign_keys=ON")
@@ -74,11 +124,17 @@ class Database:
 
     @classmethod
     def existing(cls, path: Path) -> Database:
-        """A database to read from: never creates one, so a mistyped --db is an error, not a new empty file."""
+        """A database to read from, read-only: never creates one, so a mistyped --db is an error, not
+        a new empty file; and one on a read-only disk or archive is read as it is."""
         if not path.is_file():
             raise StoreError(f"no database at {path} (pass the one `eval` wrote with --db)")
         try:
-            return cls(path)
+            return cls(path, read_only=True)
+        except StoreError as older:  # of an earlier schema: migrated where it can be written
+            try:
+                return cls(path)
+            except (sqlite3.Error, OSError):
+                raise older from None
         except sqlite3.DatabaseError as exc:  # not a database at all
             raise StoreError(f"{path}: {exc}") from None
 
@@ -140,6 +196,28 @@ class Database:
         row = self.conn.execute(query, (key,) if key else ()).fetchone()
         return row[0] if row else None
 
+    def run_listing(self) -> list[RunListed]:
+        """Every run, newest first, with its verdict counts (read from the columns alone)."""
+        runs = self.conn.execute("SELECT run_id, started_at, finished_at, device, device_name, candidates_dir FROM runs "
+                                 "ORDER BY started_at DESC, rowid DESC").fetchall()
+        counts: dict[str, dict[str, int]] = {}
+        for run_id, status, count in self.conn.execute("SELECT run_id, status, count(*) FROM results GROUP BY run_id, status"):
+            counts.setdefault(run_id, {})[status] = count
+        return [RunListed(run_id=run_id, started_at=started, finished_at=finished, device=device, device_name=name,
+                          candidates_dir=candidates, verdicts=counts.get(run_id, {}))
+                for run_id, started, finished, device, name, candidates in runs]
+
+    def history(self) -> list[tuple[RunListed, list[Result]]]:
+        """Every run, oldest first, with its results."""
+        return [(run, self.results(run.run_id)) for run in reversed(self.run_listing())]
+
+    def latest_run_of(self, candidates_dir: Path, problems_dir: Path) -> str | None:
+        """The latest run of these candidates against these problems (paths resolved as a run keeps them)."""
+        row = self.conn.execute("SELECT run_id FROM runs WHERE candidates_dir = ? AND problems_dir = ? "
+                                "ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                                (str(candidates_dir.resolve()), str(problems_dir.resolve()))).fetchone()
+        return row[0] if row else None
+
     # --- results ------------------------------------------------------------------------
 
     def record(self, result: Result, problem: Problem | None, candidate: Candidate) -> None:
@@ -177,9 +255,10 @@ class Database:
                                 "ORDER BY recorded_at DESC LIMIT 1", (candidate_hash,)).fetchone()
         return Result.model_validate_json(row[0]) if row else None
 
-    def problem_paths(self) -> dict[str, str]:
-        """Where each problem (by source hash) was read from."""
-        return dict(self.conn.execute("SELECT problem_hash, path FROM problems"))
+    def problem_paths(self) -> dict[tuple[str, str], str]:
+        """Where each problem (by id and source hash) was read from."""
+        return {(problem_id, problem_hash): path
+                for problem_hash, problem_id, path in self.conn.execute("SELECT problem_hash, id, path FROM problems")}
 
     def code(self, candidate_hash: str) -> str | None:
         row = self.conn.execute("SELECT code FROM candidates WHERE candidate_hash = ?", (candidate_hash,)).fetchone()

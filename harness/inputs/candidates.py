@@ -22,6 +22,9 @@ from pathlib import Path
 from ..records import Candidate, CandidateKind, Problem
 
 CANDIDATE_SUFFIXES = (".py", ".txt", ".md")
+# Notes kept beside candidates, at any depth, never candidates themselves (a NOTES.md in a problem
+# folder had been judged, a load_error counted against the run).
+NOT_CANDIDATES = re.compile(r"(readme|notes?|changelog|license|todo|contributing)([._-].*)?", re.IGNORECASE)
 KERNELBENCH_NAME = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
 # A fence line: ``` or ~~~ with an optional info string (the language).
 FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w+.#-]*)[^`]*$")
@@ -224,11 +227,12 @@ def discover_candidates(root: Path, problems: list[Problem]) -> list[Candidate]:
     found: list[Candidate] = []
     for path in sorted(root.rglob("*")):
         listed = path.is_file() or (path.is_symlink() and not path.exists())  # a link to nothing: said so
-        if not listed or _suffix(path) not in CANDIDATE_SUFFIXES or path.name.startswith((".", "_")):
+        if not listed or _suffix(path) not in CANDIDATE_SUFFIXES or path.name.startswith((".", "_")) or \
+                NOT_CANDIDATES.fullmatch(path.stem):
             continue
         rel = path.relative_to(root)
         if len(rel.parts) == 1 and _suffix(path) != ".py":
-            continue  # notes such as README.md beside the problem folders
+            continue  # notes beside the problem folders
         if len(rel.parts) == 1:
             problem_id = _kernelbench_problem(path.name, problems)
         else:

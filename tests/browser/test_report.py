@@ -1,5 +1,6 @@
 """The report for the shipped problems and candidates, opened in headless Chromium: every
-candidate is listed with its verdict, links lead to candidate pages, sorting and filtering work."""
+candidate is listed with its verdict, links lead to each candidate's details (on its problem's
+page, unpacked there), sorting and filtering work."""
 
 import json
 import os
@@ -85,7 +86,7 @@ def test_candidate_links_open_their_pages(shipped_report, browser):
     links = {a.get_attribute("data-candidate"): a.get_attribute("href")
              for a in browser.find_elements(By.CSS_SELECTOR, "table.leaderboard a")}
     for result in results:
-        browser.get(links[result["candidate"]])
+        open_details(browser, links[result["candidate"]])
         assert browser.find_element(By.ID, "verdict").text == result["status"]
         assert browser.find_element(By.TAG_NAME, "h1").text == result["candidate"]
         if result["status"] == "ok":
@@ -172,6 +173,22 @@ def load(driver, path) -> float:
     """Open a page; seconds until it was loaded, as the browser measured it."""
     driver.get(path.as_uri())
     return driver.execute_script("const t = performance.getEntriesByType('navigation')[0]; return t.loadEventEnd / 1000;")
+
+
+def first_paint(driver) -> float:
+    """Seconds from the page's start to its first contentful paint, as the browser measured it."""
+    return driver.execute_script("return performance.getEntriesByName('first-contentful-paint')[0].startTime / 1000")
+
+
+def open_details(driver, url: str):
+    """Open a link to a candidate's details and wait until its problem's page has unpacked and shown
+    them (the page may be the one open already: the link then changes only the #anchor)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    driver.get(url)
+    anchor = url.split("#", 1)[1]
+    WebDriverWait(driver, 10).until(
+        lambda d: d.execute_script("const shown = document.getElementById('details'); return shown && shown.dataset.shown")
+        == anchor)
 
 
 def full_page_screenshot(driver, path):
@@ -271,9 +288,39 @@ def test_index_of_5000_loads_filters_and_keeps_rows_short(site5000, browser, scr
     assert (screenshots / "index-5000-top.png").stat().st_size > 10_000
 
 
+def test_index_of_5000_paints_within_a_second(site5000, browser):
+    """Its first paint had taken 1-2 s for a user; it must come well before the rows below it load."""
+    site, _ = site5000
+    load(browser, site / "index.html")
+    assert first_paint(browser) < 1.0
+
+
+def test_a_candidate_of_5000_is_one_click_from_the_index(site5000, browser, screenshots):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    site, _ = site5000
+    load(browser, site / "index.html")
+    link = browser.find_element(By.CSS_SELECTOR, 'section.problem:nth-of-type(7) tr[data-status="ok"] a')
+    candidate = link.get_attribute("data-candidate")
+    browser.execute_script("arguments[0].scrollIntoView()", link)
+    link.click()
+    WebDriverWait(browser, 10).until(lambda d: d.find_elements(By.ID, "verdict"))
+    assert browser.find_element(By.TAG_NAME, "h1").text == candidate
+    assert browser.find_element(By.ID, "verdict").text == "ok"
+    assert browser.find_element(By.ID, "speedup-interval").text.startswith("(95% interval")
+    chart = browser.find_element(By.CSS_SELECTOR, "svg.timing")
+    assert chart.get_attribute("data-scale") == "log" and chart.size["width"] > 500
+    code = browser.find_element(By.CSS_SELECTOR, "div.code")
+    assert "ModelNew" in code.text and code.find_elements(By.CSS_SELECTOR, "span.line span.k")  # highlighted
+    assert browser.title == f"{candidate} · ok"
+    full_page_screenshot(browser, screenshots / "candidate-of-5000.png")
+    browser.back()
+    assert browser.title.startswith("Kernel leaderboard")
+
+
 def test_a_candidate_page_of_each_verdict(tmp_path_factory, browser, screenshots):
     from selenium.webdriver.common.by import By
-    from harness.present.site import page_name, render_site
+    from harness.present.site import details_link, render_site
     from harness.records import Status
     from tests.unit.present.synthetic import synthetic_results
 
@@ -282,7 +329,8 @@ def test_a_candidate_page_of_each_verdict(tmp_path_factory, browser, screenshots
     site = tmp_path_factory.mktemp("pages")
     render_site(None, list(one_each.values()), lambda r: "import torch\n", site)
     for status, result in one_each.items():
-        load(browser, site / "c" / page_name(result))
+        page, anchor = details_link(result.problem, result.candidate).split("#")
+        open_details(browser, f"{(site / page).as_uri()}#{anchor}")
         assert browser.find_element(By.ID, "verdict").text == status.value
         if status is Status.ok:
             chart = browser.find_element(By.CSS_SELECTOR, "svg.timing")
@@ -290,3 +338,33 @@ def test_a_candidate_page_of_each_verdict(tmp_path_factory, browser, screenshots
             assert browser.find_element(By.ID, "speedup-interval").text.startswith("(95% interval")
         full_page_screenshot(browser, screenshots / f"candidate-{status.value}.png")
     assert set(one_each) == set(Status)
+
+
+def test_a_problem_page_without_an_anchor_lists_its_candidates(site80, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    site, results = site80
+    page = min((site / "p").glob("*.html"))
+    load(browser, page)
+    links = WebDriverWait(browser, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#candidate-list a"))
+    problem = browser.find_element(By.TAG_NAME, "h1").text
+    assert len(links) == sum(r.problem == problem for r in results)
+    links[0].click()  # the anchor alone changes: the same page shows that candidate
+    WebDriverWait(browser, 10).until(lambda d: d.find_elements(By.ID, "verdict"))
+
+
+def test_a_candidate_far_down_a_problem_of_many_opens_from_its_own_block(tmp_path_factory, browser):
+    from selenium.webdriver.common.by import By
+    from harness.present.site import CANDIDATES_PER_BLOCK, details_link, group_by_problem, render_site
+    from tests.unit.present.synthetic import synthetic_results
+
+    results = synthetic_results(3 * CANDIDATES_PER_BLOCK, problems=1)
+    site = tmp_path_factory.mktemp("one-problem")
+    render_site(None, results, lambda r: "import torch\n", site)
+    [(_, ranked)] = group_by_problem(results)  # blocks follow the ranking
+    page, _ = details_link(ranked[0].problem, ranked[0].candidate).split("#")
+    for result in (ranked[-1], ranked[0]):  # in the last block, then the first: the page not reloaded
+        open_details(browser, f"{(site / page).as_uri()}#{details_link(result.problem, result.candidate).split('#')[1]}")
+        assert browser.find_element(By.TAG_NAME, "h1").text == result.candidate
+        assert browser.find_element(By.ID, "verdict").text == result.status.value
+    assert browser.execute_script("return unpacked.size") == 2  # the middle block never unpacked

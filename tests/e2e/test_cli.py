@@ -13,10 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.cli import main, resume_command
+from harness.cpu.device import Cpu
+from harness.present.site import details_link
 from harness.worker.confine import CONFINE_FAILED
 
 from tests.support import DATA, EXPECTED, REPO, eval_args, read_results, run_eval
+from tests.unit.present.html_tree import unpacked
 
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory):
@@ -29,6 +32,10 @@ def test_run_completes_with_exit_zero_and_every_candidate_judged(verdicts):
     assert code == 0
     assert {name: r["status"] for name, r in results.items()} == EXPECTED
     assert (out / "index.html").exists() and (out / "run.json").exists()
+    figures = json.loads((out / "summary.json").read_text())["run"]
+    assert figures["total"] == len(results) and figures["correct"] == list(EXPECTED.values()).count("ok")
+    run = json.loads((out / "run.json").read_text())
+    assert run["timing_clock"] == Cpu.clock_means and run["speedup_means"] == Cpu.speedup_means  # a CPU run pairs nothing
 
 
 def test_every_result_has_the_documented_keys(verdicts):
@@ -319,7 +326,8 @@ def test_sigterm_stops_the_run_kills_its_workers_and_says_how_to_resume(tmp_path
     harness.send_signal(signal.SIGTERM)
     _, stderr = harness.communicate(timeout=60)
     assert harness.returncode == 130
-    assert "--resume" in stderr
+    hint = stderr.strip().splitlines()[-1].strip()
+    assert hint.startswith("python -m harness eval ") and " --timeout 600 " in hint and " --resume 20" in hint, stderr
     index = tmp_path / "out" / "index.html"  # what was judged so far, reported
     assert f"report so far: {index}" in stderr and "(unfinished)" in index.read_text()
     assert torn_down(scratch)
@@ -356,14 +364,40 @@ def test_resume_with_nothing_to_resume_is_a_usage_error(tmp_path, capsys):
     with sqlite3.connect(tmp_path / "h.db") as db:
         (run_id,) = db.execute("SELECT run_id FROM runs").fetchone()
     assert main(eval_args(tmp_path, tmp_path / "c", "--resume", run_id, "--trials", "5")) == 2
-    assert "another configuration" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"run {run_id} was made with --trials 3: --resume goes on with the run's own options; drop --trials" in err
+
+
+def test_resume_goes_on_with_the_runs_own_options_without_repeating_them(tmp_path, capsys):
+    """A resume without the first command's --timeout had said there was nothing to resume."""
+    (tmp_path / "c" / "tiny_relu").mkdir(parents=True)
+    shutil.copy(DATA / "candidates" / "tiny_relu" / "skipped_cuda.py", tmp_path / "c" / "tiny_relu")
+    assert main(eval_args(tmp_path, tmp_path / "c", "--warm-workers", "0", "--timeout", "45", "--seed", "7")) == 0
+    first = json.loads((tmp_path / "out" / "run.json").read_text())
+    bare = ["eval", str(tmp_path / "c"), "--problems", str(DATA / "problems"), "--db", str(tmp_path / "h.db"),
+            "--build-dir", str(tmp_path / "build"), "--warm-workers", "0", "--resume"]
+    assert main(bare) == 0
+    assert f"resuming run {first['run_id']}: " in capsys.readouterr().err
+    again = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert again["run_id"] == first["run_id"] and again["config"] == first["config"]
+    assert again["config"]["timeout_s"] == 45 and again["config"]["seed"] == 7 and again["config"]["device"] == "cpu"
+
+
+def test_the_interrupted_runs_hint_is_the_command_to_paste():
+    assert resume_command(["eval", "c/", "--timeout", "60"], "r1") == "python -m harness eval c/ --timeout 60 --resume r1"
+    assert resume_command(["eval", "--resume", "r1", "c dir/"], "r1") == "python -m harness eval 'c dir/' --resume r1"
+    assert resume_command(["eval", "c/", "--resume"], "r2") == "python -m harness eval c/ --resume r2"
+    assert resume_command(["eval", "--resume=r1", "c/"], "r1") == "python -m harness eval c/ --resume r1"
 
 
 def test_report_compare_and_export_read_the_database(verdicts, tmp_path, capsys):
     _, out, results = verdicts
     db = str(out.parent / "h.db")
     assert main(["report", "--db", db, "--out", str(tmp_path / "site")]) == 0
-    assert (tmp_path / "site" / "index.html").exists() and len(list((tmp_path / "site" / "c").glob("*.html"))) == len(results)
+    assert (tmp_path / "site" / "index.html").exists()
+    for result in results.values():  # each candidate's details on its problem's page
+        page, anchor = details_link(result["problem"], result["candidate"]).split("#")
+        assert anchor in unpacked((tmp_path / "site" / page).read_text())
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     assert main(["compare", run_id, run_id, "--db", db, "--out", str(tmp_path)]) == 0
     assert f"same {len(results)}" in capsys.readouterr().out
@@ -415,9 +449,9 @@ def test_report_into_a_dir_that_cannot_be_written_is_one_line(tmp_path, capsys):
     db = stored_run(tmp_path)
     (tmp_path / "a_file").write_text("")
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "a_file" / "site")]) == 2
-    assert "Not a directory" in one_line_error(capsys)
+    assert "a_file is a file, not a directory" in one_line_error(capsys)
     assert main(["export", "--db", str(db), "--format", "csv", "--out", str(tmp_path / "a_file" / "r.csv")]) == 2
-    assert "a_file: File exists" in one_line_error(capsys)
+    assert "a_file is a file, not a directory" in one_line_error(capsys)
 
 
 def test_an_empty_candidates_dir_records_nothing_and_says_so(tmp_path, capsys):
@@ -510,7 +544,8 @@ def test_a_rerendered_report_says_when_the_run_finished(tmp_path, capsys):
     assert "finished 2026-01-01T00:05:00" in header and "(unfinished)" not in header
 
 
-def test_export_reads_each_problems_level_from_where_it_was_found(tmp_path, capsys):
+@pytest.mark.parametrize("alike", [False, True])  # two problem files alike byte for byte, in two levels
+def test_export_reads_each_problems_level_from_where_it_was_found(tmp_path, capsys, alike):
     from harness.records import Candidate, EvalConfig, MachineInfo, Problem, Result, RunInfo, Status
     from harness.store import Database
 
@@ -521,12 +556,13 @@ def test_export_reads_each_problems_level_from_where_it_was_found(tmp_path, caps
     with Database(tmp_path / "h.db") as db:
         db.save_run(run, tmp_path / "out")
         for level, problem_id in ((1, "1_Square_matrix_multiplication_"), (2, "1_Conv2D_ReLU_BiasAdd")):
-            problem = Problem(id=problem_id, path=f"/kb/level{level}/{problem_id}.py", source_hash=f"p{level}")
+            problem_hash = "p" if alike else f"p{level}"
+            problem = Problem(id=problem_id, path=f"/kb/level{level}/{problem_id}.py", source_hash=problem_hash)
             name = f"level_{level}_problem_1_sample_0_kernel.py"
             candidate = Candidate(path=f"/c/{name}", rel_path=name, problem_id=problem_id, source_hash=f"c{level}",
                                   code="x", code_hash="x")
             db.record(Result(run_id="r1", problem=problem_id, candidate=name, status=Status.compile_error,
-                             candidate_hash=f"c{level}", problem_hash=f"p{level}"), problem, candidate)
+                             candidate_hash=f"c{level}", problem_hash=problem_hash), problem, candidate)
     assert main(["export", "--db", str(tmp_path / "h.db"), "--format", "kernelbench", "--out", str(tmp_path / "kb")]) == 0
     for level, problem_id in ((1, "1_Square_matrix_multiplication_"), (2, "1_Conv2D_ReLU_BiasAdd")):
         (sample,) = json.loads((tmp_path / "kb" / f"level_{level}" / "eval_results.json").read_text())["1"]

@@ -6,8 +6,10 @@ import json
 import pytest
 
 from harness.cli import main
+from harness.present.site import details_link
 
 from tests.support import DATA
+from tests.unit.present.html_tree import unpacked
 
 
 EXPECTED = {
@@ -74,5 +76,6 @@ def test_report_shows_hints_and_the_cause_histogram(diagnosed):
     tmp, results = diagnosed
     index = (tmp / "out" / "index.html").read_text()
     assert "Why candidates failed" in index and "cxx_standard" in index
-    pages = list((tmp / "out" / "c").glob("*cxx14*.html"))
-    assert len(pages) == 1 and 'id="hint"' in pages[0].read_text()
+    cxx14 = results["tiny_relu/cxx14.py"]
+    page, anchor = details_link(cxx14["problem"], cxx14["candidate"]).split("#")
+    assert 'id="hint"' in unpacked((tmp / "out" / page).read_text())[anchor]

@@ -53,6 +53,6 @@ def test_a_constant_answer_is_rejected_where_the_reference_changes_with_its_inpu
 
 def test_precision_policy_is_stated_in_run_json(tmp_path):
     out = tmp_path / "out"
-    assert main(["eval", str(FIDELITY / "candidates" / "tiny_zero"), "--problems", str(FIDELITY / "problems"),
+    assert main(["eval", str(FIDELITY / "candidates"), "--problems", str(FIDELITY / "problems"), "--problem", "tiny_zero",
                  "--out", str(out), "--device", "cpu", "--trials", "3", "--db", str(tmp_path / "h.db")]) == 0
     assert "strict-fp32" in json.loads((out / "run.json").read_text())["precision_policy"]

@@ -106,6 +106,17 @@ def test_discovery_ties_folders_and_kernelbench_names_to_problems(tmp_path):
     }
 
 
+def test_notes_inside_a_problem_folder_are_not_candidates_and_a_transcript_is(tmp_path):
+    """A NOTES.md in a problem folder had been judged (and counted a load_error)."""
+    cands = tmp_path / "cands" / "relu"
+    cands.mkdir(parents=True)
+    for notes in ("NOTES.md", "README.txt", "notes-run3.md", "Changelog.md"):
+        (cands / notes).write_text("what we tried")
+    (cands / "sample_notes.md").write_text("a model's answer, named by its sample")
+    (cands / "a.py").write_text("class ModelNew: pass\n")
+    assert sorted(c.rel_path for c in discover_candidates(tmp_path / "cands", [])) == ["relu/a.py", "relu/sample_notes.md"]
+
+
 def test_an_upper_case_suffix_and_a_link_to_nothing_are_candidates_too(tmp_path):
     """Every file that looks like an answer gets a result: none is left out without a word."""
     cands = tmp_path / "cands" / "relu"

@@ -69,3 +69,22 @@ def parse(html: str) -> Node:
     builder = _Builder()
     builder.feed(html)
     return builder.root
+
+
+def unpacked(page: str) -> dict[str, str]:
+    """A problem page's details, {anchor: html}, unpacked as its script does in the browser (every
+    block of them)."""
+    import base64
+    import gzip
+    import json
+    import re
+
+    blocks = re.findall(r'<script type="application/octet-stream" class="details-data" data-anchors="([^"]*)">([^<]*)'
+                        r'</script>', page)
+    assert blocks, "no details in the page"
+    found = {}
+    for anchors, data in blocks:
+        fragments = json.loads(gzip.decompress(base64.b64decode(data)))
+        assert set(anchors.split()) == set(fragments) - {""}, "a block names other anchors than it holds"
+        found |= fragments
+    return found

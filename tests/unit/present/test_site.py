@@ -5,19 +5,21 @@ import io
 import math
 import random
 import re
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
 from harness.present.export import kernelbench_sample, to_csv
-from harness.records import Result, Status, TimingStats
+from harness.records import Phase, Result, Status, TimingStats
 from harness.present.compare import compare_runs, describe_changes, render_compare, speedup_range
-from harness.present.site import (group_by_problem, page_name, render_index, render_site, speedup_histogram_svg,
+from harness.present.site import (details_link, group_by_problem, render_index, render_site, speedup_histogram_svg,
                                   timing_strip_svg)
-from harness.present.summary import natural_key, speedup_interval
+from harness.present.summary import natural_key, speedup_interval, summary_table
 
-from tests.unit.present.html_tree import parse
-from tests.unit.present.synthetic import GENERATORS, synthetic_results
+from tests.unit.present.html_tree import parse, unpacked
+from tests.unit.present.synthetic import GENERATORS, IN_A_WORKER, synthetic_results, varied_code, worker_log
 from tests.unit.present.synthetic import timing as synthetic_timing
 
 
@@ -32,15 +34,25 @@ def make(candidate, status, speedup=None, problem="p"):
                   reference_timing=timing(speedup) if speedup else None)
 
 
+def details(site, result) -> str:
+    """A candidate's details, as its link from the index shows them."""
+    page, anchor = details_link(result.problem, result.candidate).split("#")
+    return unpacked((site / page).read_text())[anchor]
+
+
 def test_leaderboard_ranks_correct_fastest_first_then_failures_by_verdict():
     rows = group_by_problem([make("slow", Status.ok, 0.5), make("bad", Status.crash), make("fast", Status.ok, 3.0),
                              make("wrong", Status.mismatch)])
     assert [r.candidate for r in rows[0][1]] == ["fast", "slow", "wrong", "bad"]
 
 
-def test_page_names_are_unique_and_file_safe():
+def test_links_to_details_are_unique_file_and_url_safe_and_stable():
     a, b = make("x/y z.py", Status.ok), make("x/y_z.py", Status.ok)
-    assert page_name(a) != page_name(b) and "/" not in page_name(a) and " " not in page_name(a)
+    links = [details_link(r.problem, r.candidate) for r in (a, b)]
+    assert links[0] != links[1] and all(re.fullmatch(r"p/[\w.-]+\.html#[\w.-]+", link) for link in links), links
+    assert links[0].split("#")[0] == links[1].split("#")[0]  # one page per problem
+    assert details_link("p", "x/y z.py") == links[0]  # the same in every run: links between runs' sites hold
+    assert details_link(None, "a.py").startswith("p/_no_problem_-")
 
 
 def test_speedup_histogram_counts_correct_candidates_only():
@@ -63,7 +75,7 @@ def test_compare_names_what_changed(tmp_path):
     page = render_compare("r1", "r2", comparison, tmp_path / "cmp" / "cmp.html", tmp_path / "site1", tmp_path / "site2")
     tree = parse(page.read_text())
     links = [a.attrs["href"] for a in tree.find("table", id="changes").find_all("a")]
-    assert f"../site1/c/{page_name(before[0])}" in links and f"../site2/c/{page_name(after[0])}" in links
+    assert f"../site1/{details_link('p', 'a')}" in links and f"../site2/{details_link('p', 'a')}" in links
     assert "geomean speedup" in tree.find("table", id="figures").text
 
 
@@ -109,7 +121,7 @@ def test_candidate_page_says_how_it_was_built(tmp_path):
     cached = make("cached", Status.ok, 2.0).model_copy(update={"build_s": 0.0, "build_cached": True})
     unbuilt = make("python", Status.ok, 2.0)
     render_site(None, [compiled, cached, unbuilt], lambda r: None, tmp_path)
-    text = {r.candidate: (tmp_path / "c" / page_name(r)).read_text() for r in (compiled, cached, unbuilt)}
+    text = {r.candidate: details(tmp_path, r) for r in (compiled, cached, unbuilt)}
     assert '<dd id="build">35.2 s, ahead of evaluation</dd>' in text["compiled"] and "on GPU 1" in text["compiled"]
     assert '<dd id="build">from the build cache</dd>' in text["cached"]
     assert '<dd id="build">–</dd>' in text["python"]
@@ -118,15 +130,15 @@ def test_candidate_page_says_how_it_was_built(tmp_path):
 def test_candidate_page_says_where_the_evaluation_time_went(tmp_path):
     timed = make("timed", Status.ok, 2.0).model_copy(update={"elapsed_s": 4.0, "phase_s": {"load": 0.5, "timing": 3.25, "exit": 0.25}})
     render_site(None, [timed, make("plain", Status.ok, 2.0)], lambda r: None, tmp_path)
-    assert '<span id="phase-seconds">(load 0.50 s, timing 3.25 s, exit 0.25 s)</span>' in (tmp_path / "c" / page_name(timed)).read_text()
-    assert "phase-seconds" not in (tmp_path / "c" / page_name(make("plain", Status.ok, 2.0))).read_text()
+    assert '<span id="phase-seconds">(load 0.50 s, timing 3.25 s, exit 0.25 s)</span>' in details(tmp_path, timed)
+    assert "phase-seconds" not in details(tmp_path, make("plain", Status.ok, 2.0))
 
 
 def test_a_timing_of_batches_says_how_many_calls_each_sample_is(tmp_path):
     batched = make("batched", Status.ok, 2.0).model_copy(update={
         "timing": timing(0.01).model_copy(update={"calls_per_sample": 512})})
     render_site(None, [batched], lambda r: None, tmp_path)
-    page = (tmp_path / "c" / page_name(batched)).read_text()
+    page = details(tmp_path, batched)
     assert "n = 3 batches of 512 calls)" in page and "n = 3)" in page  # the reference's: one call a sample
     assert kernelbench_sample(batched, 0, "cpu")["runtime_stats"]["num_trials"] == 3 * 512
 
@@ -139,9 +151,9 @@ def test_a_speedup_against_the_reference_timed_again_says_so(tmp_path):
         "reference_recalibrated_timing": interval_timing(0.8, 0.1)})
     slow = make("slow", Status.ok, 0.9)
     render_site(None, [fast, slow], lambda r: None, tmp_path)
-    page = (tmp_path / "c" / page_name(fast)).read_text()
+    page = details(tmp_path, fast)
     assert re.search(r'<dd id="reference-recalibrated">0\.8\d* ms \(n = 30\): surely faster', page), page
-    assert "reference-recalibrated" not in (tmp_path / "c" / page_name(slow)).read_text()
+    assert "reference-recalibrated" not in details(tmp_path, slow)
     assert speedup_interval(fast) == pytest.approx((0.7 / 0.3, 0.9 / 0.2))  # its reference's interval, not the first's
     # Timed by the harness's clock (its reports contradicted): the reported times' interval says nothing.
     forged = fast.model_copy(update={"flags": ["timing_disagrees"]})
@@ -153,6 +165,14 @@ def test_a_speedup_against_the_reference_timed_again_says_so(tmp_path):
 
 def index_of(results, **kwargs):
     return parse(render_index(None, results, **kwargs))
+
+
+def asset(name: str) -> str:
+    """The stylesheet or script every page of a site links, as render_site writes it."""
+    from harness.present.site import environment, write_assets
+    with tempfile.TemporaryDirectory() as folder:
+        write_assets(environment(), Path(folder))
+        return (Path(folder) / name).read_text()
 
 
 def test_overview_has_one_row_per_problem_in_natural_order_with_counts_and_best_links():
@@ -169,7 +189,7 @@ def test_overview_has_one_row_per_problem_in_natural_order_with_counts_and_best_
         assert cells[1].text.strip() == f"{len(correct)}/{attempted}"
         if correct:
             best = max(correct, key=lambda r: r.speedup)
-            assert cells[2].find("a").attrs["href"] == f"c/{page_name(best)}"
+            assert cells[2].find("a").attrs["href"] == details_link(best.problem, best.candidate)
             assert cells[3].find("a").attrs["title"] == best.candidate
 
 
@@ -195,33 +215,60 @@ def test_rows_stay_short_reason_clamped_cause_shown_near_misses_marked():
     assert all(row.attrs["data-status"] == "mismatch" and "near miss" in row.text for row in near)
     far = [row for row in rows if row.attrs["data-status"] == "mismatch" and "near-miss" not in row.classes()]
     assert far and not any("near miss" in row.text for row in far)
-    css = tree.find("style").text
+    css = asset("report.css")
     assert "-webkit-line-clamp: 2" in css and "table-layout: fixed" in css
 
 
 def test_filter_shows_a_count_and_hides_emptied_sections():
     tree = index_of(synthetic_results(80))
     assert tree.find("span", id="filter-count").text == "80 of 80 candidates"
-    script = tree.find("script").text
+    script = asset("report.js")
     assert 'section.classList.toggle("hidden"' in script and "counter.textContent" in script
     assert "near_miss" in [o.attrs["value"] for o in tree.find("select", id="status-filter").find_all("option")]
 
 
-def test_a_table_per_generator_when_names_repeat_across_problems():
-    unique = [make(f"{p}/{p}_only.py", Status.ok, 1.5, problem=p) for p in ("1_a", "2_b")]
-    assert not index_of(unique).find_all("table", id="generator-table")
-    results = synthetic_results(80)  # <problem>/runs/<date>/<generator>/sample_<k>.py
-    rows = index_of(results).find("table", id="generator-table").find("tbody").find_all("tr")
-    expected = [f"runs/2026-11-20/{GENERATORS[k % 3]}/sample_{k}" for k in range(4)]
-    assert [row.find("td").text for row in rows] == sorted(expected, key=natural_key)
-    pattern = re.compile(r"/runs/[^/]+/([^/]+)/")
-    rows = index_of(results, group_by=pattern).find("table", id="generator-table").find("tbody").find_all("tr")
-    assert [row.find("td").text for row in rows] == sorted(GENERATORS, key=natural_key)
-    assert sum(int(row.find_all("td")[2].text) for row in rows) == 80
+def model_rows(results, **kwargs) -> dict[str, list[str]]:
+    table = index_of(results, **kwargs).find_all("table", id="generator-table")
+    return {row.find("td").text: [td.text for td in row.find_all("td")[1:]] for row in
+            (table[0].find("tbody").find_all("tr") if table else [])}
+
+
+def test_a_table_per_model_where_the_paths_name_models_not_one_per_file_name():
+    """The shipped run had listed 14 "generators" (000_e04650da845c912a among them), a run of
+    <model>_sample_<k> files one row per model and sample, KernelBench's files sample_0, sample_1."""
+    assert model_rows([make(f"{p}/{name}.py", Status.ok, 1.5, problem=p) for p in ("1_a", "2_b")
+                       for name in ("cpp_relu", "000_e04650da845c912a")]) == {}
+    results = synthetic_results(80)  # <problem>/runs/<date>/<model>/sample_<k>.py
+    rows = model_rows(results)
+    assert sorted(rows) == sorted(GENERATORS) and sum(int(cells[2]) for cells in rows.values()) == 80
+    assert model_rows(results, group_by=re.compile(r"/runs/[^/]+/([^/]+)/")) == rows
+    samples = [make(f"{p}/{model}_sample_{k}.py", Status.ok if k < 2 else Status.mismatch, 1.0, problem=p)
+               for p in ("1_a", "2_b") for model in ("gpt-5", "claude-4") for k in range(4)]
+    assert set(model_rows(samples)) == {"gpt-5", "claude-4"}
+    # columns: problems, samples, candidates, correct, pass@1, pass@5, compiled, fast_1, geomean
+    assert model_rows(samples)["gpt-5"][:6] == ["2", "4", "8", "4 (50%)", "50%", "–"]
     kernelbench = [make(f"level_1_problem_{n}_sample_{s}_kernel.py", Status.ok, 1.0, problem=f"{n}_x")
                    for n in (1, 2) for s in (0, 1)]
-    names = [row.find("td").text for row in index_of(kernelbench).find("table", id="generator-table").find_all("tr")[1:]]
-    assert names == ["sample_0", "sample_1"]
+    assert list(model_rows(kernelbench)) == ["(one model)"]
+
+
+def test_pass_at_k_is_the_unbiased_estimator_over_problems_with_k_samples():
+    from harness.present.summary import pass_at_k
+    assert pass_at_k({"a": (10, 3)}, 1) == pytest.approx(0.3)
+    assert pass_at_k({"a": (10, 3)}, 5) == pytest.approx(1 - math.comb(7, 5) / math.comb(10, 5))
+    assert pass_at_k({"a": (4, 0), "b": (4, 4)}, 1) == pytest.approx(0.5)
+    assert pass_at_k({"a": (3, 1)}, 5) is None  # too few samples for k
+
+
+def test_the_terminal_summary_has_a_table_per_model():
+    samples = [make(f"{p}/{model}_sample_{k}.py", Status.ok if model == "gpt-5" else Status.mismatch, 2.0, problem=p)
+               for p in ("1_a", "2_b") for model in ("gpt-5", "claude-4") for k in range(5)]
+    lines = summary_table(samples, "index.html").splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("model"))
+    assert lines[header].split() == ["model", "samples", "correct", "pass@1", "pass@5", "fast_1", "geomean"]
+    assert lines[header + 1].split() == ["claude-4", "5", "0%", "0%", "0%", "0%", "-"]
+    assert lines[header + 2].split() == ["gpt-5", "5", "100%", "100%", "100%", "100%", "2.00x"]
+    assert max(map(len, lines[:-1])) <= 100
 
 
 def test_index_of_5000_candidates_renders_in_seconds_and_keeps_its_structure():
@@ -233,6 +280,59 @@ def test_index_of_5000_candidates_renders_in_seconds_and_keeps_its_structure():
     tree = parse(html)
     assert len(tree.find("table", id="overview-table").find("tbody").find_all("tr")) == 250
     assert len(tree.find_all("div", cls="reason")) == 5000
+
+
+def test_a_site_of_5000_candidates_with_real_code_stays_under_15_mb(tmp_path):
+    """One page per candidate made 146 MB of 5,001 files (the stylesheet, script, a <circle> per
+    timed call and a table of line numbers in each): too heavy to publish. The code is the shipped
+    candidates' varied per sample, so that no compression finds one file repeated, and each failure
+    in a worker keeps a log as long as the harness keeps."""
+    codes, results = {}, []
+    for i, result in enumerate(synthetic_results(5000, problems=100)):
+        codes[result.candidate] = varied_code(i)
+        log = worker_log(i, codes[result.candidate]) if result.status in IN_A_WORKER else None
+        results.append(result.model_copy(update={"log_tail": log}))
+    render_site(None, results, lambda r: codes[r.candidate], tmp_path)
+    files = [f for f in tmp_path.rglob("*") if f.is_file()]
+    assert sum(f.stat().st_size for f in files) < 15e6
+    assert len(files) == 1 + 100 + 2  # the index, a page per problem, the stylesheet and the script
+    ok = next(r for r in results if r.status is Status.ok)
+    shown = parse(details(tmp_path, ok))  # nothing was left out to get there
+    assert shown.find("span", id="verdict").text == "ok" and shown.find("svg", cls="timing").find_all("path", cls="samples")
+    assert shown.find("div", cls="code").text.strip() == codes[ok.candidate].strip()  # highlighted, every line
+
+
+def test_every_link_of_the_site_stays_in_it_and_finds_its_target(tmp_path):
+    """The site opens from file:// with no network: every link and asset is relative, every file
+    it names exists, and every candidate's anchor is in its page's details."""
+    results = synthetic_results(80)
+    render_site(None, results, lambda r: "import torch\n", tmp_path)
+    pages = [tmp_path / "index.html", *(tmp_path / "p").glob("*.html")]
+    shown = {page: unpacked(page.read_text()) if page.parent.name == "p" else {} for page in pages}
+    for page in pages:
+        html = "".join([page.read_text(), *shown[page].values()])
+        for link in re.findall(r'(?:href|src)="([^"]*)"', html):
+            target, _, anchor = link.partition("#")
+            assert "//" not in target and not target.startswith("/"), (page.name, link)
+            if target:
+                assert (page.parent / target).is_file(), (page.name, link)
+            if target.startswith("p/"):
+                assert anchor in shown[page.parent / target], link
+    linked = {a.attrs["href"] for a in parse((tmp_path / "index.html").read_text()).find_all("a") if "data-candidate" in a.attrs}
+    assert linked == {details_link(r.problem, r.candidate) for r in results}
+
+
+def test_a_problem_of_many_candidates_packs_them_in_blocks_each_opened_alone(tmp_path):
+    """One problem of 5,000 samples in one block took 1.5 s and 225 MB of the browser's heap to show
+    any one of them: each block holds CANDIDATES_PER_BLOCK, and names the anchors it holds."""
+    from harness.present.site import CANDIDATES_PER_BLOCK
+    results = synthetic_results(2 * CANDIDATES_PER_BLOCK + 1, problems=1)
+    render_site(None, results, lambda r: None, tmp_path)
+    page = next((tmp_path / "p").glob("*.html")).read_text()
+    assert page.count('class="details-data"') == 3
+    fragments = unpacked(page)  # each block's anchors are those it holds
+    assert len(fragments) == len(results) + 1 and "candidate-list" in fragments[""]
+    assert all(f'id="verdict">{r.status.value}<' in details(tmp_path, r) for r in results)
 
 
 def test_header_shows_the_finish_time_or_says_unfinished():
@@ -248,6 +348,19 @@ def test_header_shows_the_finish_time_or_says_unfinished():
 
 # --- charts ------------------------------------------------------------------------------------
 
+def dots(chart) -> dict[str, list[tuple[float, float]]]:
+    """A timing chart's dots per colour: each row's path, a zero-length stroke ("M x y h0", then
+    moves from the last, "m dx dy h0") a dot."""
+    found = {}
+    for path in chart.find_all("path", cls="samples"):
+        points = []
+        for move, dx, dy in re.findall(r"([Mm])(-?[\d.]+) (-?[\d.]+)h0", path.attrs["d"]):
+            x0, y0 = points[-1] if move == "m" else (0.0, 0.0)
+            points.append((x0 + float(dx), y0 + float(dy)))
+        found[path.attrs["stroke"]] = points
+    return found
+
+
 def test_timing_chart_is_log_scale_so_a_26x_candidate_and_its_reference_both_read():
     rng = random.Random(1)
     fast, slow = synthetic_timing(rng, 0.04), synthetic_timing(rng, 1.07)  # 26.75x
@@ -256,9 +369,9 @@ def test_timing_chart_is_log_scale_so_a_26x_candidate_and_its_reference_both_rea
     assert chart.attrs["data-scale"] == "log"
     ticks = {float(t.text) for t in chart.find_all("text", cls="tick")}
     assert {0.05, 0.1, 0.2, 0.5, 1.0} <= ticks
-    circles = chart.find_all("circle")
-    assert len(circles) == fast.n + slow.n
-    xs = {colour: [float(c.attrs["cx"]) for c in circles if c.attrs["fill"] == colour] for colour in ("#3b6fd8", "#6b7385")}
+    xs = {colour: [x for x, _ in points] for colour, points in dots(chart).items()}
+    assert len(xs["#3b6fd8"]) == fast.n and len(xs["#6b7385"]) == slow.n  # a dot per sample
+    assert {p.attrs["stroke-linecap"] for p in chart.find_all("path", cls="samples")} == {"round"}  # else none shows
     # On a log axis a 26.75x gap spans most of the width; each group keeps its own spread.
     assert min(xs["#6b7385"]) - max(xs["#3b6fd8"]) > 300
     assert max(xs["#3b6fd8"]) - min(xs["#3b6fd8"]) > 5
@@ -282,7 +395,7 @@ def test_timing_chart_renders_samples_no_clock_gives(odd):
     stats = synthetic_timing(rng, 0.5).model_copy(update={"samples_ms": odd, "median_ms": odd[0]})
     chart = parse(str(timing_strip_svg([("candidate", stats, "#3b6fd8"), ("reference", synthetic_timing(rng, 1.0),
                                                                           "#6b7385")]))).find("svg")
-    xs = [float(c.attrs["cx"]) for c in chart.find_all("circle")]
+    xs = [x for points in dots(chart).values() for x, _ in points]
     assert xs and all(190.0 <= v <= 790.0 for v in xs)  # every dot on the axis
 
 
@@ -303,12 +416,12 @@ def test_candidate_page_gives_the_speedup_interval_and_the_near_miss(tmp_path):
     ok = next(r for r in results if r.status is Status.ok)
     near = next(r for r in results if "near_miss" in r.flags)
     render_site(None, [ok, near], lambda r: None, tmp_path)
-    page = parse((tmp_path / "c" / page_name(ok)).read_text())
+    page = parse(details(tmp_path, ok))
     low, high = speedup_interval(ok)
     assert page.find("span", id="speedup-interval").text == f"(95% interval {low:.2f}×–{high:.2f}×)"
     assert low < ok.speedup < high
     assert page.find("svg", cls="timing").attrs["data-scale"] == "log"
-    assert "near miss" in parse((tmp_path / "c" / page_name(near)).read_text()).find("span", id="near-miss").text
+    assert "near miss" in parse(details(tmp_path, near)).find("span", id="near-miss").text
 
 
 def test_degenerate_problems_are_warned_about_at_the_top():
@@ -328,7 +441,7 @@ def test_candidate_page_shows_provenance_and_both_speedups(tmp_path):
         "kernels": [KernelShare(name="relu_plain(float const*, float*, long)", origin="candidate", device_ms=0.3, share=0.75),
                     KernelShare(name="at::native::fill_kernel", origin="pytorch", device_ms=0.1, share=0.25)]})
     render_site(None, [result], lambda r: None, tmp_path)
-    page = parse((tmp_path / "c" / page_name(result)).read_text())
+    page = parse(details(tmp_path, result))
     assert "75%" in page.find("dd", id="custom-kernel-share").text
     assert "1.50" in page.find("dd", id="speedup-default-math").text
     origins = [row.find_all("td")[1].text for row in page.find("table", id="kernels").find_all("tr")[1:]]
@@ -339,6 +452,47 @@ def test_flags_are_named_on_the_index_and_on_the_candidates_page(tmp_path):
     caught = make("caught", Status.rejected).model_copy(update={
         "flags": ["no_custom_kernel", "reference_fallback"], "error": "forward computes with PyTorch's own kernels"})
     index = render_site(None, [caught], lambda r: None, tmp_path).read_text()
-    page = (tmp_path / "c" / page_name(caught)).read_text()
+    page = details(tmp_path, caught)
     for html in (index, page):
         assert '<span class="flag">no_custom_kernel</span>' in html and '<span class="flag">reference_fallback</span>' in html
+
+
+def test_a_paired_gpu_timing_shows_its_own_interval_and_the_reference_in_alternation(tmp_path):
+    """The pairs' interval is the speedup's own, narrower than the medians' intervals allow."""
+    paired = make("paired.py", Status.ok, 2.0).model_copy(update={
+        "reference_paired_timing": timing(2.0), "speedup_interval": [1.99, 2.01]})
+    assert speedup_interval(paired) == (1.99, 2.01)
+    render_site(None, [paired], lambda r: None, tmp_path)
+    page = parse(details(tmp_path, paired))
+    assert page.find("span", id="speedup-interval").text == "(95% interval 1.99×–2.01×)"
+    assert "median of the pairs' ratios" in page.find("dd", id="reference-paired").text
+    clocked = paired.model_copy(update={"flags": ["timing_disagrees"]})
+    assert speedup_interval(clocked) is None
+
+
+def test_no_page_shows_a_python_name_for_a_verdict_phase_or_kind(tmp_path):
+    """Every failing candidate's page said "stopped in Phase.load"; the CSV export too."""
+    results = synthetic_results(120)
+    failed = [r.model_copy(update={"phase": Phase.load}) for r in results if r.status is not Status.ok]
+    render_site(None, failed + [r for r in results if r.status is Status.ok], lambda r: None, tmp_path)
+    raw = re.compile(r"(Phase|Status|CandidateKind)\.[a-z_]+")
+    shown = {"index.html": (tmp_path / "index.html").read_text()}
+    for page in (tmp_path / "p").glob("*.html"):
+        shown |= {f"{page.name}#{anchor}": html for anchor, html in unpacked(page.read_text()).items()}
+    assert len(shown) == 1 + len(results) + len({r.problem for r in results})  # each candidate's, each problem's list
+    for name, html in shown.items():
+        assert not raw.search(parse(html).text), (name, raw.search(parse(html).text))
+    assert parse(details(tmp_path, failed[0])).find("dd", id="stopped-in").text == "load"
+    assert not raw.search(to_csv(failed))
+
+
+@pytest.mark.parametrize("low, high", [(0.9, 1.3), (1.001, 1.004), (0.0213, 0.0225), (3.0, 300.0), (140.0, 160.0)])
+def test_a_timing_chart_has_three_tick_labels_at_least_however_close_its_rows(low, high):
+    """A candidate and its reference a few percent apart had one label on the log axis."""
+    def stats(samples):
+        return TimingStats(median_ms=samples[0], iqr_ms=0.0, mean_ms=samples[0], min_ms=min(samples), max_ms=max(samples),
+                           n=len(samples), samples_ms=samples, clock="cuda_device")
+    chart = parse(str(timing_strip_svg([("candidate", stats([low, low * 1.001]), "#000"),
+                                        ("reference", stats([high, high * 0.999]), "#555")])))
+    labels = [float(t.text) for t in chart.find_all("text", cls="tick")]
+    assert len(labels) >= 3 and labels == sorted(labels) and len(set(labels)) == len(labels), labels

@@ -2,13 +2,15 @@
 
 import json
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
 from harness.records import EvalConfig, MachineInfo, Result, RunInfo, Status
 from harness.store import DATABASE_SCHEMA_VERSION, MIGRATIONS, Database, ResultsFile, StoreError, config_key
 
-from tests.support import DATA
+from tests.support import DATA, REPO
 
 MACHINE = MachineInfo(hostname="h", device="cpu", device_name="x86_64", driver=None, cuda=None, torch="2",
                       python="3", harness="0")
@@ -74,7 +76,7 @@ def test_an_earlier_schema_opens_and_migrates(tmp_path):
     old.commit()
     old.close()
     with Database(path) as db:
-        assert db.version == DATABASE_SCHEMA_VERSION == 2
+        assert db.version == DATABASE_SCHEMA_VERSION == 3
         assert [r.candidate for r in db.results("r1")] == ["a"]
         columns = {row[1] for row in db.conn.execute("PRAGMA table_info(results)")}
         assert "recorded_at" in columns
@@ -85,6 +87,60 @@ def test_a_newer_schema_is_refused(tmp_path):
     sqlite3.connect(path).execute(f"PRAGMA user_version = {DATABASE_SCHEMA_VERSION + 1}")
     with pytest.raises(StoreError, match="schema version"):
         Database(path)
+
+
+READ_ON_A_READ_ONLY_MOUNT = """
+import errno, sys
+from pathlib import Path
+from harness.store import Database
+path = Path(sys.argv[1])
+try:
+    open(path.parent / "written", "w")
+    sys.exit("the mount can be written")
+except OSError as exc:
+    assert exc.errno == errno.EROFS, exc
+with Database.existing(path) as db:
+    run, _, results = db.run_results(None)
+    print(run.run_id, [r.candidate for r in results])
+"""
+
+
+def test_a_database_on_a_read_only_mount_is_read_as_it_is(tmp_path):
+    """Written with its WAL journal and kept on a read-only mount (an archive, a shared volume):
+    `report`, `compare` and `export` read it; none may write it."""
+    folder = tmp_path / "kept"
+    with Database(folder / "h.db") as db:
+        db.save_run(run_info(), tmp_path)
+        db.record(make("a"), None, candidate("a"))
+    mount = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$1" -c "$2" "$3"'
+    try:
+        read = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", mount, str(folder),
+                               sys.executable, READ_ON_A_READ_ONLY_MOUNT, str(folder / "h.db")],
+                              capture_output=True, text=True, timeout=60, cwd=REPO)
+    except FileNotFoundError:
+        pytest.skip("no unshare(1) here")
+    if "mount" in read.stderr and read.returncode != 0 and "Traceback" not in read.stderr:
+        pytest.skip(f"no read-only mount in a user namespace here: {read.stderr.strip()}")
+    assert read.returncode == 0 and read.stdout.split() == ["r1", "['a']"], read.stderr
+
+
+def test_a_database_of_an_earlier_schema_is_migrated_for_reading_where_it_can_be_written(tmp_path):
+    path = tmp_path / "v1.db"
+    old = sqlite3.connect(path)
+    old.executescript(MIGRATIONS[0])
+    old.execute("PRAGMA user_version = 1")
+    old.close()
+    with Database.existing(path) as db:
+        assert db.version == DATABASE_SCHEMA_VERSION
+    older = tmp_path / "v1-again.db"
+    old = sqlite3.connect(older)
+    old.executescript(MIGRATIONS[0])
+    old.execute("PRAGMA user_version = 1")
+    old.close()
+    with pytest.MonkeyPatch.context() as patch:  # a database nobody may write (root may write any file here)
+        patch.setattr(Database, "migrate", lambda self: (_ for _ in ()).throw(sqlite3.OperationalError("readonly")))
+        with pytest.raises(StoreError, match="open it once where it can be written"):
+            Database.existing(older)
 
 
 def test_results_file_appends_then_rewrites_whole(tmp_path):
@@ -104,3 +160,13 @@ def test_a_results_line_opens_with_its_candidate_and_verdict(tmp_path):
     keys = list(json.loads(results.path.read_text()))
     assert keys[:10] == ["schema_version", "run_id", "problem", "candidate", "status", "speedup",
                          "speedup_default_math", "flags", "error", "phase"]
+
+
+def test_runs_are_listed_newest_first_with_their_verdict_counts(tmp_path):
+    with Database(tmp_path / "h.db") as db:
+        db.save_run(run_info("old"), tmp_path)
+        db.save_run(run_info("new").model_copy(update={"started_at": "2026-02-01T00:00:00", "finished_at": "x"}), tmp_path)
+        for name, status in (("a", Status.ok), ("b", Status.crash), ("c", Status.ok)):
+            db.record(make(name, status, run_id="new"), None, candidate(name))
+        listed = db.run_listing()
+    assert [(r.run_id, r.candidates, r.verdicts) for r in listed] == [("new", 3, {"ok": 2, "crash": 1}), ("old", 0, {})]
