@@ -268,7 +268,9 @@ def test_output_memory_made_ready_off_the_clock_gains_nothing(tmp_path):
     """A 32 MB relu: one candidate returns buffers a thread of its own zeroed between calls (the
     faults and zeroing a fresh output costs, done off the clock), the other fresh outputs. A
     freed output's memory serves the next call's in every evaluation worker, so both cost the
-    same (the pool had scored 1.1x to 1.4x against the honest 0.33x to 0.83x, 2026-12-04)."""
+    same (the pool had scored 1.1x to 1.4x against the honest 0.33x to 0.83x, 2026-12-04). Two
+    honest ones, the pool held to the faster: on CI one honest worker's median came out 1.5 times
+    the pool's on an idle-looking host (6.78 ms against 4.42, 2026-12-08)."""
     write(tmp_path / "problems", "", "mid_relu.py", """
         import torch
         import torch.nn as nn
@@ -285,6 +287,13 @@ def test_output_memory_made_ready_off_the_clock_gains_nothing(tmp_path):
         import torch.nn as nn
         class ModelNew(nn.Module):
             def forward(self, x):
+                return torch.clamp(x, min=0.0)
+        """)
+    write(tmp_path / "c", "mid_relu", "fresh_again.py", """
+        import torch
+        import torch.nn as nn
+        class ModelNew(nn.Module):
+            def forward(self, x):  # fresh.py's kernel, judged in a worker of its own
                 return torch.clamp(x, min=0.0)
         """)
     write(tmp_path / "c", "mid_relu", "ready_pool.py", """
@@ -315,8 +324,10 @@ def test_output_memory_made_ready_off_the_clock_gains_nothing(tmp_path):
     assert main(["eval", str(tmp_path / "c"), "--problems", str(tmp_path / "problems"), "--out", str(tmp_path / "out"),
                  "--device", "cpu", "--db", str(tmp_path / "h.db"), "--build-dir", str(tmp_path / "build")]) == 0
     results = {r["candidate"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
-    assert {name: r["status"] for name, r in results.items()} == {"mid_relu/fresh.py": "ok", "mid_relu/ready_pool.py": "ok"}
-    fresh, ready = timed_ms(results["mid_relu/fresh.py"]), timed_ms(results["mid_relu/ready_pool.py"])
+    assert {name: r["status"] for name, r in results.items()} == {
+        "mid_relu/fresh.py": "ok", "mid_relu/fresh_again.py": "ok", "mid_relu/ready_pool.py": "ok"}
+    fresh = min(timed_ms(results["mid_relu/fresh.py"]), timed_ms(results["mid_relu/fresh_again.py"]))
+    ready = timed_ms(results["mid_relu/ready_pool.py"])
     if any("busy_machine" in result["flags"] for result in results.values()):
         # Beside other load two workers' medians drift apart by more than the gain looked for here
         # (the pool at 0.35 of the fresh one's, beside two busy loops, 2026-12-07): there the
