@@ -5,14 +5,16 @@
 # can be compared with a run on other code), then the GPU tests. Run from the project root there,
 # after ../shared/gpu/stage.sh here:
 #
-#     bash bench/gpu_verify.sh [PYTEST ARGS...]       (default: -m gpu; REPEAT_LIMIT_S=0: tests only)
+#     bash bench/gpu_verify.sh [PYTEST ARGS...]       (default: -m gpu; REPEAT_LIMIT_S=0: no two runs)
 #
+# Then the shipped candidates judged with --memcheck (compute-sanitizer over those that pass),
+# bounded by MEMCHECK_LIMIT_S (150 s; 0: none): memcheck.txt holds its summary and each pass.
 # The two runs go first, bounded by REPEAT_LIMIT_S (220 s; 116 s on a warm H100 with its builds
 # cached, 172 s cold, 2026-12-07); the tests get what is left of TOTAL_LIMIT_S (570 s from the
 # script's start: one call is killed at 600 s; on a cold H100 they took 336 to 448 s, so a cold
 # machine runs out before the last of them).
 # Writes into $OUT (or /tmp/gpu-verify): repeat.txt, pytest.log, verdicts.txt, results.jsonl (and the second
-# run's, results2.jsonl), summary.txt.
+# run's, results2.jsonl), memcheck.txt, summary.txt.
 set -uo pipefail
 started=$(date +%s)  # the limit counts from here: a device call is killed at 600 s from its start
 out="${OUT:-/tmp/gpu-verify}"
@@ -44,6 +46,20 @@ for line in open(sys.argv[1]):
     print(f"{r['candidate']:55} {r['status']:14} {speed:>8} {','.join(r.get('flags') or [])}")
 EOF
     grep -v "/reference.py" "$out/verdicts.txt" | tee -a "$out/summary.txt"
+fi
+
+if [ "${MEMCHECK_LIMIT_S:-150}" -gt 0 ]; then
+    timeout "${MEMCHECK_LIMIT_S:-150}" python3 -m harness eval candidates --problems problems --device cuda --memcheck \
+        --trials 10 --out /tmp/gpu-verify-memcheck --db /tmp/gpu-verify-memcheck.db > "$out/memcheck.txt" 2>&1
+    echo "memcheck run rc=$? in $(( $(date +%s) - started )) s" | tee -a "$out/summary.txt"
+    python3 - /tmp/gpu-verify-memcheck/results.jsonl >> "$out/memcheck.txt" 2>&1 <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    passes = "; ".join(f"{p['tool']} {p['status']} {p['seconds']:.1f} s {p.get('report') or ''}" for p in r.get("sanitized") or [])
+    print(f"{r['candidate']:50} {r['status']:14} {passes}")
+EOF
+    grep -E "^memcheck:" "$out/memcheck.txt" | tee -a "$out/summary.txt"
 fi
 
 began=$(date +%s)

@@ -76,6 +76,9 @@ def build_parser(host: HostEnv) -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=42, help="random seed")
     ev.add_argument("--strict-shapes", action="store_true", help="judge a candidate that is wrong at other input sizes (right only at the problem's own) a mismatch; "
                     "without it, such a candidate passes, flagged shape_specialized")
+    ev.add_argument("--memcheck", action="store_true",
+                    help="after timing, run each candidate that passed under compute-sanitizer (memcheck; racecheck "
+                         "where it declares __shared__ memory): errors make it runtime_error, flagged memory_error")
     ev.add_argument("--problem", action="append", default=None, help="only this problem id (repeatable)")
     ev.add_argument("--build-dir", type=Path, default=None,
                     help=f"build cache, safe to share between runs (default: one under {host.cache_home})")

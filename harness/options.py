@@ -106,7 +106,8 @@ def eval_config(args: argparse.Namespace) -> EvalConfig:
                           correctness_trials=args.correctness_trials, warmup=args.warmup, trials=args.trials,
                           min_trials=args.min_trials, max_trials=max(args.max_trials, args.min_trials),
                           time_budget_s=args.time_budget, timeout_s=args.timeout, build_timeout_s=args.build_timeout,
-                          seed=args.seed, strict_shapes=args.strict_shapes, atol=args.atol, rtol=args.rtol)
+                          seed=args.seed, strict_shapes=args.strict_shapes, atol=args.atol, rtol=args.rtol,
+                          memcheck=args.memcheck)
     except ValidationError as exc:
         raise UsageError(str(exc).splitlines()[-1]) from None
 

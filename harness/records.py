@@ -22,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # 7: library_cpu_ms_per_call and the reference's. 8: sparse_library_cpu_ms_per_call and the reference's.
 # 9: host_ms_per_call and the reference's; a GPU's timings in device time (clock "cuda_device").
 # 10: reference_paired_timing, and a speedup from the pairs with its speedup_interval where it is set.
-RESULT_SCHEMA_VERSION = 10
+# 11: sanitized (--memcheck: compute-sanitizer's passes over a candidate that passed).
+RESULT_SCHEMA_VERSION = 11
 
 Precision = Literal["fp32", "fp16", "bf16"]
 Baseline = Literal["eager", "compile"]
@@ -61,6 +62,7 @@ class Phase(str, enum.Enum):
     timing = "timing"
     profile = "profile"
     shapes = "shapes"
+    memcheck = "memcheck"  # compute-sanitizer's pass, after every candidate of the run was timed (--memcheck)
 
 
 class CandidateKind(str, enum.Enum):
@@ -133,6 +135,9 @@ class EvalConfig(BaseModel):
     build_timeout_s: float = Field(900.0, gt=0)  # import, which includes compiling
     seed: int = 42
     strict_shapes: bool = False  # a candidate correct only at the official shape is a mismatch
+    # compute-sanitizer over each candidate that passed, in a pass of its own after the run's timings
+    # (judge/memcheck.py): memcheck, and racecheck where the code declares shared memory.
+    memcheck: bool = False
     atol: float | None = None  # global override; else per problem; else per precision
     rtol: float | None = None
 
@@ -408,6 +413,23 @@ class Subject(BaseModel):
                    problem_hash=problem.source_hash if problem else None)
 
 
+class SanitizerStatus(str, enum.Enum):
+    clean = "clean"
+    errors = "errors"  # the candidate's verdict becomes runtime_error, flagged memory_error
+    not_run = "not_run"  # the sanitizer could not judge it (`report` says why); its verdict stands
+
+
+class Sanitized(BaseModel):
+    """One compute-sanitizer pass over a candidate (--memcheck)."""
+
+    tool: Literal["memcheck", "racecheck"]
+    status: SanitizerStatus
+    seconds: float
+    report: str | None = None  # the first error's line, or why the pass did not run
+    kernel: str | None = None  # the kernel the first error is in, where the sanitizer names one
+    errors: int | None = None  # as its summary counts them
+
+
 class Heading(BaseModel):
     """The start of a result's line: which candidate, and its verdict with the reason and the flags."""
 
@@ -439,6 +461,7 @@ class Result(Measured, Heading):
     # The speedup's distribution-free 95% interval, [low, high], where it comes from paired timings.
     speedup_interval: list[float] | None = None
     compiler_diagnostics: list[CompilerDiagnostic] = Field(default_factory=list)
+    sanitized: list[Sanitized] = Field(default_factory=list)  # --memcheck's passes, where it ran
     diagnosis: Diagnosis | None = None
     recorded_at: str | None = None
 
@@ -472,4 +495,5 @@ class RunInfo(BaseModel):
     precision_policy: str = PRECISION_POLICY
     timing_clock: str | None = None  # what the timings, and so the speedups, measure (the device's `clock_means`)
     speedup_means: str | None = None  # how a speedup is made of them (the device's `speedup_means`)
+    memcheck_s: float | None = None  # --memcheck's pass over the candidates that passed, all of it
     interference: list[str] = Field(default_factory=list)  # changes to the results that no worker could have made

@@ -25,14 +25,26 @@ from .errors import StoreFailed, UsageError
 from .inputs.discovery import discover, select, some_named
 from .judge import verdicts
 from .judge.compare import compile_parent_kernels_into
+from .judge.memcheck import find_sanitizer
 from .present.export import to_feedback_jsonl
 from .present.site import render_site
 from .present.summary import summary_json
-from .records import (Candidate, EvalConfig, HostEnv, Limits, MachineInfo, Problem, Result, RunInfo, SandboxMode,
-                      SandboxReport)
+from .records import (
+    Candidate,
+    EvalConfig,
+    HostEnv,
+    Limits,
+    MachineInfo,
+    Problem,
+    Result,
+    RunInfo,
+    SandboxMode,
+    SandboxReport,
+)
 from .schedule.devices import device_for
 from .schedule.local import Pipeline
 from .schedule.plan import RunPlan, RunScale, plan_resources
+from .schedule.sanitize import sanitize_passed, unsanitized
 from .store import Database, ResultsFile, StoreError, files_state, now
 from .version import __version__
 from .worker import confine, processes
@@ -189,20 +201,25 @@ def resumed_config(options: EvalOptions) -> EvalConfig:
         return run_to_resume(db, options)[0].config
 
 
-def open_pipeline(problems: list[Problem], candidates: list[Candidate], config: EvalConfig, run_id: str,
-                  setup: RunSetup):
-    """The backend that runs this evaluation: this machine, or a Ray cluster."""
+def run_plan(problems: list[Problem], config: EvalConfig, run_id: str, setup: RunSetup) -> RunPlan:
+    """The run's fixed facts on this machine: its resources, build cache and confinement."""
     scale = setup.scale
     resources = plan_resources(config.device, scale.gpus, scale.jobs, scale.warm_workers)
     cache = BuildCache(setup.build_root, toolchain(config.device, resources.gpus, setup.host, setup.sandbox.namespaces),
                        PrecompiledHeader(header_root(setup.host.cache_home)))
+    return RunPlan(problems, config, run_id, cache, resources, setup.host, setup.sandbox)
+
+
+def open_pipeline(problems: list[Problem], candidates: list[Candidate], config: EvalConfig, run_id: str,
+                  setup: RunSetup):
+    """The backend that runs this evaluation: this machine, or a Ray cluster."""
+    plan = run_plan(problems, config, run_id, setup)
     if config.device == "cuda":
-        compile_parent_kernels_into(cache.parent_triton)
-    plan = RunPlan(problems, config, run_id, cache, resources, setup.host, setup.sandbox)
-    if scale.backend == "ray":
+        compile_parent_kernels_into(plan.cache.parent_triton)
+    if setup.scale.backend == "ray":
         from .schedule.ray_cluster import RayPipeline  # Ray is an optional extra
 
-        return RayPipeline(plan, candidates, scale.ray_address)
+        return RayPipeline(plan, candidates, setup.scale.ray_address)
     return Pipeline(plan, candidates)
 
 
@@ -291,6 +308,7 @@ def eval_run(options: EvalOptions, config: EvalConfig, setup: RunSetup) -> Finis
     with open_db(options.db) as db:
         run, out_dir, done = start_run(db, config, options)
         config = run.config  # a resumed run's own
+        sanitizer = sanitizer_for(config, setup)
         run.sandbox = protections(setup.sandbox, config.device)
         problems_by_id = {p.id: p for p in problems}
         todo = [c for c in candidates
@@ -315,6 +333,11 @@ def eval_run(options: EvalOptions, config: EvalConfig, setup: RunSetup) -> Finis
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             run.interference += evaluate(todo, problems, config, run.run_id, setup, save, watched)
+            if sanitizer is not None and (passed := unsanitized(db.results(run.run_id))):
+                by_rel_path = {c.rel_path: c for c in candidates}
+                run.memcheck_s = (run.memcheck_s or 0.0) + sanitize_passed(
+                    passed, by_rel_path, run_plan(problems, config, run.run_id, setup), sanitizer,
+                    lambda r: db.record(r, problems_by_id[r.problem or ""], by_rel_path[r.candidate]))
         except KeyboardInterrupt:
             raise Interrupted(run.run_id, _report_so_far(db, run, out_dir)) from None
         finally:
@@ -329,6 +352,21 @@ def eval_run(options: EvalOptions, config: EvalConfig, setup: RunSetup) -> Finis
             options.feedback.write_text(to_feedback_jsonl(results))
         index = render_site(run, results, lambda r: db.code(r.candidate_hash), out_dir)
     return Finished(run=run, results=results, results_path=results_file.path, index=index)
+
+
+def sanitizer_for(config: EvalConfig, setup: RunSetup) -> str | None:
+    """compute-sanitizer's binary where the run asks for --memcheck (None where it does not); a
+    UsageError where it cannot have it."""
+    if not config.memcheck:
+        return None
+    if config.device != "cuda":
+        raise UsageError("--memcheck runs compute-sanitizer over GPU kernels: it needs a CUDA run (--device cuda)")
+    if setup.scale.backend == "ray":
+        raise UsageError("--memcheck runs on this machine's GPU: drop it, or --backend ray")
+    sanitizer = find_sanitizer(setup.host.passed)
+    if sanitizer is None:
+        raise UsageError("--memcheck needs compute-sanitizer (CUDA's toolkit): none on the PATH or in CUDA_HOME/bin")
+    return sanitizer
 
 
 def judge_file(path: Path, problems_dir: Path, db_path: Path, device: str | None, setup: RunSetup) -> Result:

@@ -15,7 +15,8 @@ import subprocess
 
 from ..builds.cache import BuildOutcome, BuildStatus
 from ..builds.compiler_log import is_build_failure, read_compiler_errors
-from ..records import Candidate, CheckResult, Measured, Observations, Phase, Result, Status, Subject, Verdict
+from ..records import (Candidate, CheckResult, Measured, Observations, Phase, Result, Sanitized, SanitizerStatus,
+                       Status, Subject, Verdict)
 from ..worker.parent import StopReason, WorkerStop
 from ..worker.protocol import Failure, Reply
 from .checking import Finding
@@ -266,3 +267,19 @@ def tampered(result: Result) -> Result:
     return result.model_copy(update={
         "status": Status.rejected, "speedup": None, "flags": result.flags + [TAMPERED_RESULTS],
         "error": "the results database or results.jsonl changed while this candidate ran"})
+
+
+def sanitized(result: Result, passes: list[Sanitized]) -> Result:
+    """A passed candidate's Result after --memcheck's passes (judge/memcheck.py): the first that
+    found errors makes it a runtime_error flagged memory_error, with the sanitizer's first line
+    and the kernel it names; a pass that could not run leaves the verdict as it was, saying why."""
+    found = next((one for one in passes if one.status is SanitizerStatus.errors), None)
+    if found is None:
+        return result.model_copy(update={"sanitized": passes})
+    where = f" in {found.kernel}" if found.kernel else ""
+    more = f" ({found.errors} errors in all)" if found.errors and found.errors > 1 else ""
+    return result.model_copy(update={
+        "sanitized": passes, "status": Status.runtime_error, "phase": Phase.memcheck,
+        "speedup": None, "speedup_interval": None, "speedup_default_math": None,
+        "flags": result.flags + [f for f in [MEMORY_ERROR_FLAG] if f not in result.flags],
+        "error": one_line(f"compute-sanitizer {found.tool}{where}: {found.report}{more}")})

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..records import Candidate, Problem, Result, Status
+from ..records import Candidate, Problem, Result, SanitizerStatus, Status
 from ..store import RunListed
 
 MAX_SUMMARY_ROWS = 40  # problems listed at the end of a run; the report has every candidate
@@ -265,6 +265,12 @@ def summary_table(results: list[Result], full_table: Path | str) -> str:
         cached = sum(r.build_cached for r in built)
         lines.append(f"builds ahead of evaluation: {len(built) - cached} compiled ({sum(r.build_s for r in built):.0f} s "
                      f"of compiling), {cached} from the build cache")
+    if sanitized := [r for r in results if r.sanitized]:
+        found = sum(any(one.status is SanitizerStatus.errors for one in r.sanitized) for r in sanitized)
+        unjudged = sum(all(one.status is SanitizerStatus.not_run for one in r.sanitized) for r in sanitized)
+        lines.append(f"memcheck: {len(sanitized)} under compute-sanitizer "
+                     f"({sum(one.seconds for r in sanitized for one in r.sanitized):.0f} s), {found} with errors"
+                     + (f", {unjudged} it could not judge" if unjudged else ""))
     for flag, while_ in (("busy_machine", "other processes kept the CPU busy"),
                          ("gpu_throttled", "the GPU's clocks were held down")):
         if flagged := sum(flag in r.flags for r in results):

@@ -639,7 +639,11 @@ COMMAND_PHASES = {"trial": Phase.correctness, "inputs": Phase.timing, "warmup": 
 
 def serve(conn: Connection, session: Session) -> None:
     while True:
-        command = Command.model_validate_json(conn.recv_bytes())
+        try:
+            received = conn.recv_bytes()
+        except EOFError:  # no more commands (Worker.finish): it exits as a process does
+            return
+        command = Command.model_validate_json(received)
         try:
             handle(conn, session, command)
         except NotPlainTensor as exc:

@@ -42,6 +42,11 @@ BOOTSTRAP = LOAD_PACKAGE + """
 from harness.worker.launch import main
 sys.exit(main(sys.argv[2], *map(int, sys.argv[3:7])))
 """
+# The worker again, under a wrapper (Confinement.wrapper): `PACKAGE SPEC CHANNEL BUFFER FEED`.
+WRAPPED = LOAD_PACKAGE + """
+from harness.worker.launch import wrapped
+sys.exit(wrapped(sys.argv[2], *map(int, sys.argv[3:6])))
+"""
 
 
 def main(spec_path: str, channel: int, buffer: int, feed: int, lifeline: int) -> int:
@@ -68,7 +73,7 @@ def main(spec_path: str, channel: int, buffer: int, feed: int, lifeline: int) ->
     if worker == 0:
         if lifeline >= 0:
             os.close(lifeline)
-        os._exit(_become_worker(rules, channel, buffer, feed))
+        os._exit(_become_worker(rules, spec_path, channel, buffer, feed))
     for fd in (channel, buffer, feed):
         if fd >= 0:
             os.close(fd)
@@ -100,7 +105,7 @@ def _refused(exc: OSError) -> int:
     return confine.CONFINE_FAILED
 
 
-def _become_worker(rules: dict, channel: int, buffer: int, feed: int) -> int:
+def _become_worker(rules: dict, spec_path: str, channel: int, buffer: int, feed: int) -> int:
     """Confine this process; then run the worker (no channel: a probe of the confinement, done)."""
     try:
         confine.on_parent_death(signal.SIGKILL)
@@ -117,7 +122,33 @@ def _become_worker(rules: dict, channel: int, buffer: int, feed: int) -> int:
         return _refused(exc)
     if channel < 0:
         return 0
+    if rules["wrapper"]:
+        _become_wrapped(rules, spec_path, channel, buffer, feed)
     from .child import main as worker_main  # torch, pydantic and, later, the candidate: all confined
+
+    return worker_main(channel, buffer, feed)
+
+
+def _become_wrapped(rules: dict, spec_path: str, channel: int, buffer: int, feed: int) -> None:
+    """Become the wrapper, confined as this process is (Landlock, seccomp and the namespaces
+    hold across exec), which starts the worker as its child: that one inherits the channel and
+    the buffers, and reads the rules again from the spec, where it sees it (its scratch dir is
+    its workdir)."""
+    for fd in (channel, buffer, feed):
+        os.set_inheritable(fd, True)
+    spec = f"{rules['workdir']}/{os.path.basename(spec_path)}"
+    os.execv(rules["wrapper"][0], [*rules["wrapper"], sys.executable, "-I", "-c", WRAPPED, sys.argv[1], spec,
+                                   str(channel), str(buffer), str(feed)])
+
+
+def wrapped(spec_path: str, channel: int, buffer: int, feed: int) -> int:
+    """The worker under a wrapper: confined already (its wrapper was, before it started it)."""
+    with open(spec_path) as spec_file:
+        rules = json.load(spec_file)
+    sys.path[:] = rules["python_path"]
+    sys.pycache_prefix = rules["pycache_prefix"]
+    sys.dont_write_bytecode = True
+    from .child import main as worker_main
 
     return worker_main(channel, buffer, feed)
 

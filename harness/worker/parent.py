@@ -18,6 +18,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -331,11 +332,14 @@ class Worker:
     closes it: its launcher is sent SIGCONT when that thread exits (confine.on_parent_death)."""
 
     def __init__(self, placement: Placement, *, role: str, device: str, timeout_s: float, key_dir: Path | None = None,
-                 boot_cpus: list[int] | None = None, pace: Pace = REAL_TIME, warm_ahead: bool = False):
+                 boot_cpus: list[int] | None = None, pace: Pace = REAL_TIME, warm_ahead: bool = False,
+                 wrapper: list[str] | None = None):
         """`pace` runs the deadlines (a run that freezes its workers while it times stops their
         clock meanwhile) and guards the start; with `warm_ahead` it also readies, while it boots,
         what loading a reference needs and, unless its job has come by then, what a Triton
-        kernel's first launch computes (child.warm_ahead)."""
+        kernel's first launch computes (child.warm_ahead). `wrapper`: a command the worker
+        becomes once confined, its own as the last arguments (Confinement.wrapper); the toolkit
+        it lies in (its directory's parent) is readable."""
         self.timeout_s, self.gpu, self.placement, self.clock = timeout_s, placement.gpu, placement, pace.clock
         self.scratch, run_dir = _scratch_dir(role, placement.env)
         self.sees_gpu = device == "cuda" and role != "build"
@@ -343,7 +347,11 @@ class Worker:
         self.confinement = confinement(placement.sandbox, self.scratch, sees_gpu=self.sees_gpu, env=placement.env,
                                        key_dir=key_dir, bytecode=placement.bytecode, gpu_node=placement.gpu_node,
                                        cuda_run=device == "cuda")
-        self.confinement = self.confinement.model_copy(update={"boot_cpus": boot_cpus, "run_dir": run_dir})
+        update: dict = {"boot_cpus": boot_cpus, "run_dir": run_dir}
+        if wrapper:
+            toolkit = os.path.dirname(os.path.dirname(os.path.realpath(wrapper[0])))
+            update |= {"wrapper": list(wrapper), "read": [*self.confinement.read, toolkit]}
+        self.confinement = self.confinement.model_copy(update=update)
         self.key_dir = None if self.confinement.namespaces else key_dir
         spec_path = self.scratch / "launch.json"
         spec_path.write_text(self.confinement.model_dump_json())
@@ -539,6 +547,27 @@ class Worker:
         if info is None:
             return None
         return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+    def finish(self, timeout_s: float) -> int | None:
+        """Tell the worker there are no more commands (its channel closed: it exits as a process
+        does, so a wrapper reports at its exit) and wait up to `timeout_s` for it to end: its exit
+        code (negative: the signal that ended it), None if it had not ended by then."""
+        self.conn.close()
+        return self._wait_exit(timeout_s)
+
+    def scratch_text(self, name: str, limit: int) -> str:
+        """The start, up to `limit` bytes, of a file the worker wrote in its scratch dir ("" if
+        none): opened without following a link, which the worker may have planted."""
+        try:
+            fd = os.open(self.scratch / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return ""
+        try:
+            return os.read(fd, limit).decode("utf-8", "replace") if stat.S_ISREG(os.fstat(fd).st_mode) else ""
+        except OSError:
+            return ""
+        finally:
+            os.close(fd)
 
     def _wait_exit(self, timeout_s: float) -> int | None:
         deadline = time.monotonic() + timeout_s

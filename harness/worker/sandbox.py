@@ -192,6 +192,9 @@ class Confinement(BaseModel):
     # from network sockets (confine.keep_to_itself), unix ones too where `unix_sockets` is False.
     to_itself: bool = False
     unix_sockets: bool = True
+    # Once confined, the worker becomes this command with its own as the last arguments
+    # (compute-sanitizer's, --memcheck: judge/memcheck.py); empty: it stays the process it is.
+    wrapper: list[str] = []
 
     @property
     def extensions_dir(self) -> str:
