@@ -17,7 +17,7 @@ from .checks.input_insensitive import fingerprint
 from .checks.input_mutation import mutated_inputs
 from .compare import compare_forms, compare_outputs
 from .evaluation import Evaluation
-from .reference import TRIAL_SEED_OFFSET
+from .reference import TRIAL_SEED_OFFSET, trial_seeds
 
 
 def finite_or_none(value: float) -> float | None:
@@ -54,8 +54,7 @@ def trial(ev: Evaluation, seed: int, sizes: dict[str, int] | None, phase: str):
 
 
 def check_trials(ev: Evaluation) -> Verdict | None:
-    trials = ev.config.correctness_trials
-    seeds = [ev.config.seed + TRIAL_SEED_OFFSET + number for number in range(trials)]
+    seeds = trial_seeds(ev.config)
     references, fingerprints = [], []
     for number, seed in enumerate(seeds, start=1):
         verdict, found = trial(ev, seed, None, "correctness")
@@ -67,7 +66,7 @@ def check_trials(ev: Evaluation) -> Verdict | None:
         if not changed:
             _worst_error(ev, comparison)
         verdict = ev.decide(Moment.trial, Trial(number, changed)) or \
-            verdicts.of_trial(comparison, number, trials, INIT_DIFFERS in ev.observed.flags, ev.tolerance.atol)
+            verdicts.of_trial(comparison, number, len(seeds), INIT_DIFFERS in ev.observed.flags, ev.tolerance.atol)
         if verdict:
             return verdict
         ev.observed.trials_passed = number

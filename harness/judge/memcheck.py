@@ -22,7 +22,7 @@ from ..builds.cache import key_lock
 from ..records import Candidate, EvalConfig, Problem, Sanitized, SanitizerStatus
 from ..worker.parent import Placement, Worker, WorkerStopped
 from ..worker.protocol import Command
-from .reference import worker_job
+from .reference import trial_seeds, worker_job
 
 SANITIZER = "compute-sanitizer"
 DEFAULT_TOOLKIT = "/usr/local/cuda"  # where torch.utils.cpp_extension looks last for CUDA, too
@@ -95,7 +95,7 @@ def read_report(log: str, exit_code: int | None) -> tuple[SanitizerStatus, str |
 def sanitize(problem: Problem, candidate: Candidate, config: EvalConfig, key_dir: Path, placement: Placement,
              sanitizer: str, tool: str) -> Sanitized:
     """One pass of `tool` over the candidate: it loads (its builds from `key_dir`) and runs
-    forward once on the problem's inputs under the sanitizer, then exits. Where it did not get
+    forward on the correctness trials' inputs under the sanitizer, then exits. Where it did not get
     through that, the pass says why, unless the sanitizer found errors on the way."""
     began = time.monotonic()
     placement = placement.model_copy(update={"env": placement.env | SANITIZED_ENV})
@@ -106,8 +106,10 @@ def sanitize(problem: Problem, candidate: Candidate, config: EvalConfig, key_dir
             with key_lock(key_dir):
                 worker.start(worker_job("candidate", problem, config), candidate.code, problem.source, key_dir)
                 reply = worker.reply(f"load under {tool}", config.timeout_s)
-            if reply.ok:
-                reply = worker.request(Command(op="trial", seed=config.seed), f"forward under {tool}")
+            for seed in trial_seeds(config) if reply.ok else []:
+                reply = worker.request(Command(op="trial", seed=seed), f"forward under {tool}")
+                if not reply.ok:
+                    break
             exit_code, stopped = worker.finish(EXIT_S), None
         except WorkerStopped as stop:
             exit_code, reply, stopped = None, None, stop.stop.error

@@ -76,6 +76,12 @@ class ReferenceFailed(Exception):
     """The reference itself could not load, run or time; its candidates cannot be judged."""
 
 
+def trial_seeds(config: EvalConfig) -> list[int]:
+    """The correctness trials' seeds, in order (--memcheck's pass makes the same calls on the same
+    inputs: a kernel that errs on some calls or some inputs only errs there too)."""
+    return [config.seed + TRIAL_SEED_OFFSET + number for number in range(config.correctness_trials)]
+
+
 def worker_job(role: str, problem: Problem, config: EvalConfig, peaks: Peaks | None = None) -> WorkerJob:
     """Both sides get the same seed, device and precision; only the reference may be timed
     through torch.compile."""

@@ -1,6 +1,7 @@
 """On a CUDA machine, with compute-sanitizer: --memcheck turns a passing kernel that writes one
-element past its output into runtime_error (memory_error), naming the kernel; correct kernels
-keep their verdicts, and the one declaring shared memory also gets racecheck."""
+element past its output (on every call, or on every third) into runtime_error (memory_error),
+naming the kernel; correct kernels keep their verdicts, and the one declaring shared memory also
+gets racecheck."""
 
 import json
 import os
@@ -29,13 +30,15 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 kernel = r"""
 #include <torch/extension.h>
-__global__ void {name}(const float* x, float* out, long n) {{
+__global__ void {name}(const float* x, float* out, long n, long limit) {{
 {body}
 }}
 torch::Tensor relu(torch::Tensor x) {{
+    static long calls = 0;
     auto out = torch::empty_like(x);
     long n = x.numel();
-    {name}<<<(n + 256) / 256, 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n);
+    long limit = ++calls % 3 == 0 ? n + 1 : n;  // one element past the output on every third call
+    {name}<<<(n + 256) / 256, 256>>>(x.data_ptr<float>(), out.data_ptr<float>(), n, limit);
     return out;
 }}
 """
@@ -52,6 +55,8 @@ BODIES = {
     # rounding hides from every check but the sanitizer's.
     "off_by_one": "    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;\n"
                   "    if (i <= n) out[i] = fmaxf(x[i < n ? i : n - 1], 0.f);",
+    "every_third": "    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;\n"
+                   "    if (i < limit) out[i] = fmaxf(x[i < n ? i : n - 1], 0.f);",
     "tiled": "    __shared__ float tile[256];\n"
              "    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;\n"
              "    tile[threadIdx.x] = i < n ? x[i] : 0.f;\n"
@@ -77,10 +82,11 @@ def memchecked(tmp_path_factory):
     return results, json.loads((tmp / "out" / "run.json").read_text())
 
 
-def test_a_write_past_the_output_is_a_memory_error_in_the_kernel_that_made_it(memchecked):
-    off = memchecked[0]["off_by_one.py"]
+@pytest.mark.parametrize("name", ["off_by_one", "every_third"])
+def test_a_write_past_the_output_is_a_memory_error_in_the_kernel_that_made_it(memchecked, name):
+    off = memchecked[0][f"{name}.py"]
     assert off["status"] == "runtime_error" and "memory_error" in off["flags"] and off["phase"] == "memcheck", off
-    assert off["error"].startswith("compute-sanitizer memcheck in off_by_one"), off["error"]
+    assert off["error"].startswith(f"compute-sanitizer memcheck in {name}"), off["error"]
     assert "Invalid __global__ write of size 4 bytes" in off["error"], off["error"]
     assert off["speedup"] is None and off["timing"]["median_ms"] > 0  # timed before the pass, as it was
 
@@ -92,4 +98,4 @@ def test_correct_kernels_keep_their_verdicts_and_shared_memory_gets_racecheck_to
         assert result["status"] == "ok" and result["speedup"] > 0, result
         assert [(p["tool"], p["status"]) for p in result["sanitized"]] == [(tool, "clean") for tool in tools], result
     passes = [p["seconds"] for r in results.values() for p in r["sanitized"]]
-    assert len(passes) == 4 and 0 < sum(passes) <= run["memcheck_s"], (passes, run["memcheck_s"])
+    assert len(passes) == 5 and 0 < sum(passes) <= run["memcheck_s"], (passes, run["memcheck_s"])

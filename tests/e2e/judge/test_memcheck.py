@@ -31,10 +31,14 @@ with open(log, "w") as out:
         out.write(f"========= ERROR SUMMARY: {{int(found)}} error{{'' if found else 's'}}\\n")
 sys.exit(errors_exit if found else worker)
 """
-CANDIDATES = {
-    "clean.py": "return torch.clamp(x, min=0.0)",
-    "marks.py": "open('forward_ran', 'w').close()\n        return torch.clamp(x, min=0.0)",
-    "raises.py": "raise ValueError('not under a sanitizer')",
+CANDIDATES = {  # forward's body
+    "clean.py": ["return torch.clamp(x, min=0.0)"],
+    "marks.py": ["open('forward_ran', 'w').close()", "return torch.clamp(x, min=0.0)"],
+    # Only its third call errs: the pass makes as many calls as the correctness trials did.
+    "third_call_marks.py": ["ModelNew.calls = getattr(ModelNew, 'calls', 0) + 1",
+                            "if ModelNew.calls == 3:", "    open('forward_ran', 'w').close()",
+                            "return torch.clamp(x, min=0.0)"],
+    "raises.py": ["raise ValueError('not under a sanitizer')"],
 }
 
 
@@ -48,8 +52,8 @@ def judged(tmp_path_factory):
     for name, body in CANDIDATES.items():
         path = root / "c" / "tiny_relu" / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"import torch\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n"
-                        f"    def forward(self, x):\n        {body}\n")
+        lines = "".join(f"        {line}\n" for line in body)
+        path.write_text(f"import torch\nimport torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n{lines}")
     problems, candidates = discover(DATA / "problems", root / "c")
     relu = next(p for p in problems if p.id == "tiny_relu")
     placement = Placement(sandbox=decide_policy(SandboxMode.auto, LIMITS))
@@ -58,10 +62,14 @@ def judged(tmp_path_factory):
             for c in candidates}
 
 
-def test_what_forward_did_under_the_sanitizer_is_its_finding(judged):
-    marked = judged["marks.py"]
+@pytest.mark.parametrize("name", ["marks.py", "third_call_marks.py"])
+def test_what_forward_did_under_the_sanitizer_is_its_finding(judged, name):
+    marked = judged[name]
     assert (marked.status, marked.report, marked.kernel, marked.errors) == (
         SanitizerStatus.errors, "Invalid __global__ write of size 4 bytes", "relu_kernel", 1)
+
+
+def test_a_clean_forward_is_clean(judged):
     clean = judged["clean.py"]
     assert (clean.status, clean.report, clean.errors) == (SanitizerStatus.clean, None, 0)
     assert 0 < clean.seconds < 120
