@@ -7,14 +7,15 @@
 #
 #     bash bench/gpu_verify.sh [PYTEST ARGS...]       (default: -m gpu; REPEAT_LIMIT_S=0: no two runs)
 #
-# Then the shipped candidates judged with --memcheck (compute-sanitizer over those that pass),
+# Then the first run's times against triton.testing.do_bench's (bench/gpu_dobench.py, bounded by
+# DOBENCH_LIMIT_S: 120 s; 0: none) in dobench.txt, and the shipped candidates judged with --memcheck (compute-sanitizer over those that pass),
 # bounded by MEMCHECK_LIMIT_S (150 s; 0: none): memcheck.txt holds its summary and each pass.
 # The two runs go first, bounded by REPEAT_LIMIT_S (220 s; 116 s on a warm H100 with its builds
 # cached, 172 s cold, 2026-12-07); the tests get what is left of TOTAL_LIMIT_S (570 s from the
 # script's start: one call is killed at 600 s; on a cold H100 they took 336 to 448 s, so a cold
 # machine runs out before the last of them).
 # Writes into $OUT (or /tmp/gpu-verify): repeat.txt, pytest.log, verdicts.txt, results.jsonl (and the second
-# run's, results2.jsonl), memcheck.txt, summary.txt.
+# run's, results2.jsonl), dobench.txt, memcheck.txt, summary.txt.
 set -uo pipefail
 started=$(date +%s)  # the limit counts from here: a device call is killed at 600 s from its start
 out="${OUT:-/tmp/gpu-verify}"
@@ -46,6 +47,12 @@ for line in open(sys.argv[1]):
     print(f"{r['candidate']:55} {r['status']:14} {speed:>8} {','.join(r.get('flags') or [])}")
 EOF
     grep -v "/reference.py" "$out/verdicts.txt" | tee -a "$out/summary.txt"
+fi
+
+if [ "${DOBENCH_LIMIT_S:-120}" -gt 0 ] && [ -f "$first" ]; then
+    timeout "${DOBENCH_LIMIT_S:-120}" python3 bench/gpu_dobench.py "$first" > "$out/dobench.txt" 2>&1
+    echo "do_bench rc=$? in $(( $(date +%s) - started )) s" | tee -a "$out/summary.txt"
+    tail -n 1 "$out/dobench.txt" | tee -a "$out/summary.txt"
 fi
 
 if [ "${MEMCHECK_LIMIT_S:-150}" -gt 0 ]; then
