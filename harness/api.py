@@ -89,7 +89,8 @@ class Evaluator:
         self._problems_by_id = {p.id: p for p in self.problems}
         self.config = _config(device, config)
         if self.config.memcheck:  # a pass once a whole run is judged; an Evaluator's run never ends that way
-            raise UsageError("memcheck is a pass over a finished run: python -m harness eval CANDIDATES --memcheck")
+            raise UsageError("memcheck runs as a pass at the end of a whole run: python -m harness eval CANDIDATES "
+                             "--memcheck")
         limits = default_limits()
         args = SimpleNamespace(gpus=",".join(map(str, gpus)) if gpus is not None else None, backend=backend,
                                ray_address=ray_address, jobs=jobs, warm_workers=warm_workers, sandbox=sandbox,

@@ -416,7 +416,7 @@ class Subject(BaseModel):
 class SanitizerStatus(str, enum.Enum):
     clean = "clean"
     errors = "errors"  # the candidate's verdict becomes runtime_error, flagged memory_error
-    not_run = "not_run"  # the sanitizer could not judge it (`report` says why); its verdict stands
+    inconclusive = "inconclusive"  # the sanitizer could not judge it (`report` says why); its verdict stands
 
 
 class Sanitized(BaseModel):
@@ -495,5 +495,5 @@ class RunInfo(BaseModel):
     precision_policy: str = PRECISION_POLICY
     timing_clock: str | None = None  # what the timings, and so the speedups, measure (the device's `clock_means`)
     speedup_means: str | None = None  # how a speedup is made of them (the device's `speedup_means`)
-    memcheck_s: float | None = None  # --memcheck's pass over the candidates that passed, all of it
+    memcheck_s: float | None = None  # --memcheck's passes that ran to their end (a resumed run adds its own)
     interference: list[str] = Field(default_factory=list)  # changes to the results that no worker could have made

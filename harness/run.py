@@ -319,12 +319,16 @@ def eval_run(options: EvalOptions, config: EvalConfig, setup: RunSetup) -> Finis
                   file=sys.stderr)
         results_file = ResultsFile(out_dir)  # an output dir that cannot be written stops the run before it is recorded
         db.save_run(run, out_dir)
-        by_path = {c.rel_path: c for c in todo}
+        by_path = {c.rel_path: c for c in candidates}
 
-        def save(result: Result) -> None:
+        def save(result: Result, again: bool = False) -> None:
+            """Record `result`; `again`: one judged before (--memcheck's), whose line it replaces."""
             try:
                 db.record(result, problems_by_id.get(result.problem or ""), by_path[result.candidate])
-                results_file.append(result)
+                if again:
+                    results_file.rewrite(db.results(run.run_id))
+                else:
+                    results_file.append(result)
             except (sqlite3.Error, OSError) as exc:
                 raise StoreFailed(f"cannot record results in {options.db} or {results_file.path}: {exc}; "
                                   f"what was recorded before is kept (--resume {run.run_id})") from None
@@ -333,11 +337,11 @@ def eval_run(options: EvalOptions, config: EvalConfig, setup: RunSetup) -> Finis
         previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             run.interference += evaluate(todo, problems, config, run.run_id, setup, save, watched)
-            if sanitizer is not None and (passed := unsanitized(db.results(run.run_id))):
-                by_rel_path = {c.rel_path: c for c in candidates}
+            if sanitizer is not None and (passed := unsanitized(db.results(run.run_id), by_path, problems_by_id)):
+                keeper = Keeper(setup.sandbox, lambda r: save(r, again=True), watched)  # their code runs again
                 run.memcheck_s = (run.memcheck_s or 0.0) + sanitize_passed(
-                    passed, by_rel_path, run_plan(problems, config, run.run_id, setup), sanitizer,
-                    lambda r: db.record(r, problems_by_id[r.problem or ""], by_rel_path[r.candidate]))
+                    passed, by_path, run_plan(problems, config, run.run_id, setup), sanitizer,
+                    lambda r: keeper.keep(r, {r.candidate}))
         except KeyboardInterrupt:
             raise Interrupted(run.run_id, _report_so_far(db, run, out_dir)) from None
         finally:
@@ -362,10 +366,11 @@ def sanitizer_for(config: EvalConfig, setup: RunSetup) -> str | None:
     if config.device != "cuda":
         raise UsageError("--memcheck runs compute-sanitizer over GPU kernels: it needs a CUDA run (--device cuda)")
     if setup.scale.backend == "ray":
-        raise UsageError("--memcheck runs on this machine's GPU: drop it, or --backend ray")
+        raise UsageError("--memcheck runs on this machine's GPUs, not with --backend ray: drop one of them")
     sanitizer = find_sanitizer(setup.host.passed)
     if sanitizer is None:
-        raise UsageError("--memcheck needs compute-sanitizer (CUDA's toolkit): none on the PATH or in CUDA_HOME/bin")
+        raise UsageError("--memcheck needs compute-sanitizer (CUDA's toolkit): none on the PATH, in CUDA_HOME/bin, "
+                         "CUDA_PATH/bin or /usr/local/cuda/bin")
     return sanitizer
 
 

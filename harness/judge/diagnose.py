@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..records import CandidateKind, Diagnosis, Result, Status
+from ..records import CandidateKind, Diagnosis, Result, SanitizerStatus, Status
 from .checking import Check, common
 from .verdicts import HARNESS_FAILED
 
@@ -157,6 +157,11 @@ def _launch_config(e: Evidence) -> Found | None:
 def _memory_error(e: Evidence) -> Found | None:
     if "memory_error" not in e.result.flags:
         return None
+    if any(one.tool == "racecheck" and one.status is SanitizerStatus.errors for one in e.result.sanitized):
+        return Found("threads of a block raced on shared memory (compute-sanitizer racecheck)",
+                     "put __syncthreads() between one thread's write to shared memory and another's read of it "
+                     "(and before a tile is overwritten); the racing accesses' lines: compute-sanitizer --tool "
+                     f"racecheck python -m harness eval {e.result.candidate} --sandbox off", [e.result.error or ""])
     command = (f"compute-sanitizer --tool memcheck python -m harness eval {e.result.candidate} "
                "--sandbox off --correctness-trials 1")
     return Found("a kernel read or wrote device memory it does not own", "check every index against the tensor's "

@@ -36,13 +36,17 @@ SHARED_MEMORY = re.compile(r"\b__shared__\b")
 LINE_PREFIX = re.compile(r"^=+ ?")
 SUMMARY = re.compile(r"^(?:ERROR|RACECHECK) SUMMARY: (\d+) (?:errors?|hazards? displayed \((\d+) errors?)")
 # The kernel a report names: "at relu_kernel(const float *, ...)+0x90 in cuda.cu:12" (CUDA 12 on),
-# or "at 0x90 in cuda.cu:12:relu_kernel(float const *, ...)" (earlier), "void " and templates included.
-KERNEL = re.compile(r"\bat (?:0x[0-9a-f]+ in \S+?:\d+:)?(?:void )?([A-Za-z_][\w:<>, ]*?)\(")
+# "at triton_poi_fused_relu_0+0x120 in ..." (no signature: Triton, extern "C"), or "at 0x90 in
+# cuda.cu:12:relu_kernel(float const *, ...)" (earlier); "void " and templates included.
+KERNEL = re.compile(r"\bat (?:0x[0-9a-f]+ in \S+?:\d+:)?(?:void )?([A-Za-z_][\w:<>, *]*?)(?:\(|\+0x)")
 NOT_REPORTS = ("COMPUTE-SANITIZER", "Warning")
 # Each tensor its own cudaMalloc: the sanitizer knows allocations, not the tensors PyTorch's caching
 # allocator carves out of them, and a write just past a tensor lands inside its block (PyTorch's
 # own advice for running under compute-sanitizer).
-SANITIZED_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+# And the sanitizer speaks to its target over a unix socket: the worker has its own network
+# namespace, and seccomp and Landlock keep it from TCP.
+SANITIZED_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "NV_COMPUTE_SANITIZER_LOCAL_CONNECTION_OVERRIDE": "uds"}
+LAUNCH_TIMEOUT_S = 120  # for the target to reach its first CUDA call: torch's import and the candidate's load
 
 
 def find_sanitizer(env: dict[str, str]) -> str | None:
@@ -64,11 +68,13 @@ def tools_for(code: str) -> list[str]:
     return ["memcheck"] + (["racecheck"] if SHARED_MEMORY.search(code) else [])
 
 
-def command(sanitizer: str, tool: str) -> list[str]:
+def sanitizer_argv(sanitizer: str, tool: str) -> list[str]:
     """The sanitizer's command line, the worker's own to follow: its log goes to the worker's
-    working directory, its scratch dir."""
+    working directory, its scratch dir. What it counts is the kernels' errors: not CUDA API calls
+    that fail on purpose (libraries probe with them), nor the worker's exit code."""
     return [sanitizer, "--tool", tool, "--log-file", LOG_NAME, "--error-exitcode", str(ERRORS_EXIT),
-            "--print-limit", str(PRINT_LIMIT), "--launch-timeout", "0"]
+            "--print-limit", str(PRINT_LIMIT), "--launch-timeout", str(LAUNCH_TIMEOUT_S),
+            "--target-processes", "application-only", "--report-api-errors", "no", "--check-exit-code", "no"]
 
 
 def read_report(log: str, exit_code: int | None) -> tuple[SanitizerStatus, str | None, str | None, int | None]:
@@ -79,17 +85,17 @@ def read_report(log: str, exit_code: int | None) -> tuple[SanitizerStatus, str |
     errors = next((int(m.group(2) or m.group(1)) for line in lines if (m := SUMMARY.match(line))), None)
     headline = next((i for i, line in enumerate(lines) if line.strip() and not line[0].isspace()
                      and not line.startswith(NOT_REPORTS) and not SUMMARY.match(line)), None)
-    if exit_code == ERRORS_EXIT or errors:
+    if errors or (errors is None and exit_code == ERRORS_EXIT):  # its summary's count, where it wrote one
         if headline is None:
             return SanitizerStatus.errors, "compute-sanitizer found errors (its log quotes none)", None, errors
         named = (KERNEL.search(line) for line in lines[headline:headline + 4])
         kernel = next((m.group(1).strip() for m in named if m), None)
         return SanitizerStatus.errors, lines[headline].strip(), kernel, errors
-    if errors == 0 and exit_code == 0:
+    if errors == 0:
         return SanitizerStatus.clean, None, None, 0
     how = "was stopped" if exit_code is None else f"ended with exit code {exit_code}"
     said = lines[headline].strip() if headline is not None else "no summary in its log"
-    return SanitizerStatus.not_run, f"the sanitizer's worker {how} ({said})", None, None
+    return SanitizerStatus.inconclusive, f"the sanitizer's worker {how} ({said})", None, None
 
 
 def sanitize(problem: Problem, candidate: Candidate, config: EvalConfig, key_dir: Path, placement: Placement,
@@ -100,7 +106,7 @@ def sanitize(problem: Problem, candidate: Candidate, config: EvalConfig, key_dir
     began = time.monotonic()
     placement = placement.model_copy(update={"env": placement.env | SANITIZED_ENV})
     worker = Worker(placement, role="candidate", device=config.device, timeout_s=config.timeout_s, key_dir=key_dir,
-                    wrapper=command(sanitizer, tool))
+                    wrapper=sanitizer_argv(sanitizer, tool))
     with worker:
         try:
             with key_lock(key_dir):
@@ -117,8 +123,8 @@ def sanitize(problem: Problem, candidate: Candidate, config: EvalConfig, key_dir
         if status is not SanitizerStatus.errors and (stopped or not reply.ok):
             why = stopped or (f"{reply.failure.exc_type}: {reply.failure.message.strip().splitlines()[0][:200]}"
                               if reply.failure and reply.failure.message.strip() else "its reply was not ok")
-            status, report = SanitizerStatus.not_run, f"it did not get through a call under {tool}: {why}"
-        if status is SanitizerStatus.not_run and (said := worker.log_tail(LOG_TAIL_CHARS).strip()):
+            status, report = SanitizerStatus.inconclusive, f"it did not get through a call under {tool}: {why}"
+        if status is SanitizerStatus.inconclusive and (said := worker.log_tail(LOG_TAIL_CHARS).strip()):
             report += f"; its output ends: {said.splitlines()[-1][:300]}"  # the sanitizer's own complaint, often
     return Sanitized(tool=tool, status=status, seconds=round(time.monotonic() - began, 3), report=report,
                      kernel=kernel, errors=errors)

@@ -267,7 +267,7 @@ def summary_table(results: list[Result], full_table: Path | str) -> str:
                      f"of compiling), {cached} from the build cache")
     if sanitized := [r for r in results if r.sanitized]:
         found = sum(any(one.status is SanitizerStatus.errors for one in r.sanitized) for r in sanitized)
-        unjudged = sum(all(one.status is SanitizerStatus.not_run for one in r.sanitized) for r in sanitized)
+        unjudged = sum(all(one.status is SanitizerStatus.inconclusive for one in r.sanitized) for r in sanitized)
         lines.append(f"memcheck: {len(sanitized)} under compute-sanitizer "
                      f"({sum(one.seconds for r in sanitized for one in r.sanitized):.0f} s), {found} with errors"
                      + (f", {unjudged} it could not judge" if unjudged else ""))

@@ -42,6 +42,7 @@ BOOTSTRAP = LOAD_PACKAGE + """
 from harness.worker.launch import main
 sys.exit(main(sys.argv[2], *map(int, sys.argv[3:7])))
 """
+WRAPPER_FAILED = 1  # a wrapper that could not start: the worker's exit as if it had failed itself
 # The worker again, under a wrapper (Confinement.wrapper): `PACKAGE SPEC CHANNEL BUFFER FEED`.
 WRAPPED = LOAD_PACKAGE + """
 from harness.worker.launch import wrapped
@@ -123,7 +124,11 @@ def _become_worker(rules: dict, spec_path: str, channel: int, buffer: int, feed:
     if channel < 0:
         return 0
     if rules["wrapper"]:
-        _become_wrapped(rules, spec_path, channel, buffer, feed)
+        try:
+            _become_wrapped(rules, spec_path, channel, buffer, feed)
+        except OSError as exc:  # the wrapper's own failure, not the confinement's: the parent says why
+            print(f"harness: {rules['wrapper'][0]} could not start: {exc}", file=sys.stderr, flush=True)
+            return WRAPPER_FAILED
     from .child import main as worker_main  # torch, pydantic and, later, the candidate: all confined
 
     return worker_main(channel, buffer, feed)
@@ -218,6 +223,7 @@ def _kill_worker_tree(worker: int, pid_namespace: bool) -> None:
 def _exit_as(status: int) -> int:
     """Exit as the worker did: killed by the same signal, or with its exit code."""
     if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        if os.WTERMSIG(status) not in (signal.SIGKILL, signal.SIGSTOP):  # theirs cannot be changed, nor need be
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     return os.waitstatus_to_exitcode(status)

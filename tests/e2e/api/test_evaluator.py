@@ -49,7 +49,7 @@ def test_an_unknown_problem_or_option_is_a_one_line_error(options, tmp_path):
         harness.Evaluator(PROBLEMS, device="cpu", trials=0)
     with pytest.raises(harness.UsageError, match="backend"):
         harness.Evaluator(PROBLEMS, device="cpu", backend="spark")
-    with pytest.raises(harness.UsageError, match="pass over a finished run.*eval CANDIDATES --memcheck"):
+    with pytest.raises(harness.UsageError, match="pass at the end of a whole run.*eval CANDIDATES --memcheck"):
         harness.Evaluator(PROBLEMS, device="cpu", memcheck=True)
     with pytest.raises(harness.UsageError, match="does not exist"):
         harness.Evaluator(tmp_path / "missing", device="cpu")

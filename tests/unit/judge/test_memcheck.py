@@ -51,6 +51,11 @@ RACECHECK_LOG = """========= COMPUTE-SANITIZER
 ========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
 """
 CLEAN_LOG = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+TRITON_LOG = """========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at triton_poi_fused_relu_0+0x120 in /tmp/harness-worker-0/triton/abc/relu.py:21
+========= ERROR SUMMARY: 1 error
+"""
 WARNINGS_ONLY_LOG = """========= COMPUTE-SANITIZER
 ========= Warning: Race reported between Read access at k(float *)+0x10 in cuda.cu:3
 ========= RACECHECK SUMMARY: 1 hazard displayed (0 errors, 1 warning)
@@ -62,6 +67,7 @@ def test_the_first_error_and_the_kernel_it_is_in_are_the_reason():
         SanitizerStatus.errors, "Invalid __global__ write of size 4 bytes", "relu_kernel", 2)
     assert read_report(OLD_FORMAT_LOG, ERRORS_EXIT) == (
         SanitizerStatus.errors, "Invalid __global__ read of size 4 bytes", "add_kernel<float>", 1)
+    assert read_report(TRITON_LOG, ERRORS_EXIT)[2] == "triton_poi_fused_relu_0"
     status, line, kernel, errors = read_report(RACECHECK_LOG, ERRORS_EXIT)
     assert (status, kernel, errors) == (SanitizerStatus.errors, "block_sum", 1)
     assert line.startswith("Error: Race reported between Write access")
@@ -70,6 +76,9 @@ def test_the_first_error_and_the_kernel_it_is_in_are_the_reason():
 def test_no_errors_is_clean_and_warnings_are_not_errors():
     assert read_report(CLEAN_LOG, 0) == (SanitizerStatus.clean, None, None, 0)
     assert read_report(WARNINGS_ONLY_LOG, 0) == (SanitizerStatus.clean, None, None, 0)
+    # Its summary's count over its exit code: the worker's own exit or a failed API call is no
+    # kernel's memory error.
+    assert read_report(CLEAN_LOG, ERRORS_EXIT)[0] is SanitizerStatus.clean
 
 
 def test_its_exit_code_finds_errors_that_its_log_does_not_quote():
@@ -85,7 +94,7 @@ def test_its_exit_code_finds_errors_that_its_log_does_not_quote():
 ], ids=["worker_failed", "stopped", "no_log"])
 def test_a_pass_without_a_summary_did_not_judge(log, exit_code, said):
     status, reason, kernel, errors = read_report(log, exit_code)
-    assert status is SanitizerStatus.not_run and said in reason and kernel is None and errors is None
+    assert status is SanitizerStatus.inconclusive and said in reason and kernel is None and errors is None
 
 
 def test_racecheck_only_where_the_code_declares_shared_memory():
@@ -125,7 +134,7 @@ def test_memcheck_is_refused_where_it_cannot_run(tmp_path, monkeypatch):
     assert sanitizer_for(EvalConfig(device="cuda"), setup(tmp_path)) is None  # not asked for
     with pytest.raises(UsageError, match="needs a CUDA run"):
         sanitizer_for(EvalConfig(device="cpu", memcheck=True), setup(tmp_path))
-    with pytest.raises(UsageError, match="none on the PATH or in CUDA_HOME"):
+    with pytest.raises(UsageError, match="none on the PATH, in CUDA_HOME/bin"):
         sanitizer_for(EvalConfig(device="cuda", memcheck=True), setup(tmp_path, {"PATH": str(tmp_path)}))
     with pytest.raises(UsageError, match="backend ray"):
         sanitizer_for(EvalConfig(device="cuda", memcheck=True), setup(tmp_path, backend="ray"))
@@ -150,7 +159,7 @@ def test_errors_found_make_a_passed_candidate_a_memory_error_naming_the_kernel()
     assert judged.speedup is None and judged.speedup_interval is None and judged.sanitized == passes
 
 
-@pytest.mark.parametrize("status", [SanitizerStatus.clean, SanitizerStatus.not_run])
+@pytest.mark.parametrize("status", [SanitizerStatus.clean, SanitizerStatus.inconclusive])
 def test_a_clean_pass_or_one_that_could_not_run_keeps_the_verdict(status):
     passes = [Sanitized(tool="memcheck", status=status, seconds=1.0,
                         report=None if status is SanitizerStatus.clean else "the worker under memcheck stopped")]
