@@ -23,8 +23,8 @@ from pydantic import ValidationError
 from . import options
 from .errors import StoreFailed, UsageError
 from .inputs.candidates import KERNELBENCH_NAME, discover_candidates, read_candidate, write_candidate
-from .records import Candidate, EvalConfig, HostEnv, Problem, Result
 from .inputs.discovery import discover
+from .records import Candidate, EvalConfig, HostEnv, Problem, Result
 from .run import EvalOptions, Keeper, RunSetup, open_db, open_pipeline, protections, resolve_device, start_run
 from .schedule.plan import ActiveSet
 from .store import Database, now
